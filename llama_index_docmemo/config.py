@@ -1,0 +1,60 @@
+"""One configuration model holding every parameter and ablation switch, defaults from the paper."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+
+class DocMemoConfig(BaseModel):
+    """Parameters of the DocMemo loop (DESIGN §3) and the switches for each ablation (§1).
+
+    Args:
+        rounds: maximum retrieve -> read -> update rounds (T).
+        pages_per_round: pages read per round (k).
+        candidates: candidate pages fetched from the store per round (N).
+        prefetch: first-stage (pooled vector) candidates before MaxSim rerank.
+        lambda_schedule: weight of the belief sample against the retrieval score, per round.
+        sampling: "thompson" draws theta ~ Beta; "greedy" uses the posterior mean.
+        propagation_radius / propagation_gamma: spread of a useful label to neighbours.
+        static: one round of plain top-k (the baseline).
+        max_llm_calls / max_pages: per-query cost budget.
+    """
+
+    rounds: int = Field(3, ge=1, le=10)
+    pages_per_round: int = Field(5, ge=1, le=50)
+    candidates: int = Field(30, ge=1, le=1000)
+    prefetch: int = Field(200, ge=1, le=10000)
+    lambda_schedule: list[float] = Field(default_factory=lambda: [0.0, 0.3, 0.6, 0.6])
+    sampling: Literal["thompson", "greedy"] = "thompson"
+    prior_strength: float = Field(0.0, ge=0.0)
+    propagation_radius: int = Field(2, ge=0)
+    propagation_gamma: float = Field(0.5, ge=0.0, le=1.0)
+    use_schema: bool = True
+    use_belief: bool = True
+    use_episodic: bool = True
+    bayesian_update: bool = True
+    propagation: bool = True
+    adaptive_granularity: bool = True
+    static: bool = False
+    reread_useful: bool = False
+    max_llm_calls: int | None = Field(None, ge=1)
+    max_pages: int | None = Field(None, ge=1)
+    max_label_changes_per_round: int = Field(20, ge=1)
+    seed: int | None = 0
+
+    @model_validator(mode="after")
+    def _check_schedule(self) -> DocMemoConfig:
+        if not self.lambda_schedule or any(not 0.0 <= v <= 1.0 for v in self.lambda_schedule):
+            raise ValueError("lambda_schedule must be a non-empty list of values in [0, 1]")
+        return self
+
+    def lambda_at(self, round_: int) -> float:
+        """lambda for a 1-based round; the schedule's last value repeats."""
+        sched = self.lambda_schedule
+        return sched[min(round_ - 1, len(sched) - 1)]
+
+    @property
+    def effective_rounds(self) -> int:
+        return 1 if self.static else self.rounds

@@ -1,0 +1,97 @@
+"""The page store contract: one Qdrant point per page, two backends (Qdrant Edge, qdrant-client)."""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from llama_index_docmemo.memory.schema import DocumentSchema
+from llama_index_docmemo.types import PageEmbedding, PageFilter, PageHit, PageRecord, PageRef, QueryEmbedding
+
+
+class PageStore(ABC):
+    """Pages of documents with multi-vectors, searchable by prefetch + MaxSim rerank.
+
+    Every backend behaves the same (congruence tests run the same cases on each).
+    """
+
+    encoder_name: str
+    dim: int
+
+    @abstractmethod
+    def upsert_document(
+        self,
+        schema: DocumentSchema,
+        pages: Sequence[PageRecord],
+        embeddings: Sequence[PageEmbedding],
+    ) -> None:
+        """Store a document's pages, then drop pages of any other version of it.
+
+        Point ids are deterministic in (doc_id, doc_version, page), so re-ingesting an
+        unchanged file rewrites the same points and a changed one replaces its pages.
+        """
+
+    @abstractmethod
+    def document_version(self, doc_id: str) -> str | None:
+        """The stored version (content hash) of a document, or None if absent."""
+
+    @abstractmethod
+    def get_schema(self, doc_id: str) -> DocumentSchema | None:
+        """The document's schema memory as stored at ingest."""
+
+    @abstractmethod
+    def list_documents(self, page_filter: PageFilter | None = None) -> list[DocumentSchema]:
+        """Schemas of the documents visible through ``page_filter``."""
+
+    @abstractmethod
+    def delete_document(self, doc_id: str) -> None:
+        """Remove a document and all its pages."""
+
+    @abstractmethod
+    def search(
+        self,
+        query: QueryEmbedding,
+        *,
+        limit: int,
+        page_filter: PageFilter | None = None,
+        prefetch_limit: int | None = None,
+    ) -> list[PageHit]:
+        """Top ``limit`` pages: prefetch on the pooled (and sparse) vectors, rerank by MaxSim."""
+
+    async def asearch(
+        self,
+        query: QueryEmbedding,
+        *,
+        limit: int,
+        page_filter: PageFilter | None = None,
+        prefetch_limit: int | None = None,
+    ) -> list[PageHit]:
+        """Async :meth:`search`; backends with a native async client override this."""
+        return await asyncio.to_thread(
+            self.search,
+            query,
+            limit=limit,
+            page_filter=page_filter,
+            prefetch_limit=prefetch_limit,
+        )
+
+    @abstractmethod
+    def get_pages(
+        self, refs: Sequence[PageRef], page_filter: PageFilter | None = None
+    ) -> list[PageRecord]:
+        """Records of the given pages that exist and pass ``page_filter`` (order of ``refs``)."""
+
+    @abstractmethod
+    def count_pages(self, page_filter: PageFilter | None = None) -> int:
+        """Number of pages visible through ``page_filter``."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Flush and release the storage."""
+
+    def __enter__(self) -> PageStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

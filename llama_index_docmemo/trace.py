@@ -1,0 +1,75 @@
+"""Typed record of one DocMemo query: what each round retrieved, read, learned and cost.
+
+Serialised into ``Response.metadata["docmemo"]`` (``QueryTrace.model_dump(mode="json")``);
+the evaluation harness and the heat-map renderer read it back with ``QueryTrace.model_validate``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+StopReason = Literal["answered", "unanswerable", "max_rounds", "budget", "no_candidates", "static"]
+
+
+class PageScore(BaseModel):
+    doc: str
+    page: int
+    score: float
+
+
+class PageRead(BaseModel):
+    doc: str
+    page: int
+    round: int
+
+
+class BeliefState(BaseModel):
+    """Posterior (alpha, beta) of a page after a round's update."""
+
+    doc: str
+    page: int
+    alpha: float
+    beta: float
+
+    @property
+    def mean(self) -> float:
+        return self.alpha / (self.alpha + self.beta)
+
+
+class FeedbackRecord(BaseModel):
+    status: str
+    answer: str | None = None
+    useful: list[PageScore] = Field(default_factory=list)  # score unused (1.0): same shape as pages
+    irrelevant: list[PageScore] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    missing: list[str] = Field(default_factory=list)
+    refined_query: str | None = None
+    dropped_labels: int = 0  # labels naming pages that were not shown (ignored)
+
+
+class RoundTrace(BaseModel):
+    round: int
+    query: str
+    lam: float
+    candidates: list[PageScore]
+    selected: list[PageScore]
+    crops: int = 0
+    feedback: FeedbackRecord | None = None
+    beliefs: list[BeliefState] = Field(default_factory=list)
+    llm_calls: int = 0
+    seconds: float = 0.0
+
+
+class QueryTrace(BaseModel):
+    question: str
+    answer: str
+    status: str
+    stop_reason: StopReason
+    rounds: list[RoundTrace] = Field(default_factory=list)
+    pages_read: list[PageRead] = Field(default_factory=list)
+    evidence: list[PageScore] = Field(default_factory=list)
+    llm_calls: int = 0
+    seconds: float = 0.0
+    reasoner: str = ""
