@@ -1,0 +1,33 @@
+"""Shared pytest fixtures: where the real evaluation data lives (never inside this repository)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+def _data_root() -> Path | None:
+    value = os.environ.get("DOCMEMO_DATA")
+    if not value:
+        return None
+    path = Path(value)
+    return path if path.is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def data_root() -> Path:
+    """Root of the evaluation data (holds mmlongbench-doc/ and financebench/), from $DOCMEMO_DATA."""
+    root = _data_root()
+    if root is None:
+        pytest.skip("evaluation data absent: set DOCMEMO_DATA to the folder holding mmlongbench-doc/")
+    return root
+
+
+@pytest.fixture(scope="session")
+def mmlongbench_dir(data_root: Path) -> Path:
+    path = data_root / "mmlongbench-doc"
+    if not (path / "qa.jsonl").is_file():
+        pytest.skip(f"{path}/qa.jsonl absent: MMLongBench-Doc dev set not found under DOCMEMO_DATA")
+    return path
