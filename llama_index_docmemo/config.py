@@ -41,6 +41,7 @@ class DocMemoConfig(BaseModel):
     reread_useful: bool = False
     max_llm_calls: int | None = Field(None, ge=1)
     max_pages: int | None = Field(None, ge=1)
+    min_rounds_before_unanswerable: int = Field(2, ge=1)
     max_label_changes_per_round: int = Field(20, ge=1)
     seed: int | None = 0
 

@@ -91,8 +91,12 @@ class SchemaMemory:
         """A compact outline of every document, for prompts and rerankers."""
         lines: list[str] = []
         for schema in self._schemas.values():
-            lines.append(f"{schema.doc_id} ({schema.doc_type}, {schema.n_pages} pages): {schema.title}")
+            lines.append(
+                f"{schema.doc_id} ({schema.doc_type}, {schema.n_pages} pages): {schema.title}"
+            )
             for section in schema.sections[:max_sections]:
                 indent = "  " * section.level
-                lines.append(f"{indent}{section.title} [pp. {section.start_page}-{section.end_page}]")
+                lines.append(
+                    f"{indent}{section.title} [pp. {section.start_page}-{section.end_page}]"
+                )
         return "\n".join(lines)

@@ -1,0 +1,152 @@
+"""In-memory test doubles of the store, encoder and reasoner contracts (engine unit tests)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from llama_index_docmemo.encoders.base import PageEncoder
+from llama_index_docmemo.memory.schema import DocumentSchema
+from llama_index_docmemo.reasoning.base import EvidenceNote, Feedback, Reasoner, ReasoningInput
+from llama_index_docmemo.store.base import PageStore
+from llama_index_docmemo.types import (
+    PageEmbedding,
+    PageFilter,
+    PageHit,
+    PageInput,
+    PageRecord,
+    PageRef,
+    QueryEmbedding,
+)
+
+WORD = re.compile(r"[a-z0-9]+")
+BUCKETS = 100_003
+
+
+class BagOfWordsEncoder(PageEncoder):
+    """Hashes words into a small space: one vector per word, so MaxSim counts shared words."""
+
+    name = "bow-test"
+    dim = BUCKETS
+
+    def _vec(self, text: str) -> np.ndarray:
+        words = WORD.findall(text.lower()) or ["_"]
+        m = np.zeros((len(words), self.dim), dtype=np.float32)
+        for i, w in enumerate(words):
+            m[i, hash(w) % BUCKETS] = 1.0
+        return m
+
+    def encode_pages(self, pages: Sequence[PageInput]) -> list[PageEmbedding]:
+        return [self._embed(p.text) for p in pages]
+
+    def encode_queries(self, queries: Sequence[str]) -> list[QueryEmbedding]:
+        return [self._embed(q) for q in queries]
+
+    def _embed(self, text: str) -> PageEmbedding:
+        m = self._vec(text)
+        return PageEmbedding(multivector=m, pooled=m.mean(axis=0))
+
+
+class MemoryPageStore(PageStore):
+    """Exact word-overlap search over pages held in a dict (no Qdrant)."""
+
+    def __init__(self, encoder_name: str = "bow-test") -> None:
+        self.encoder_name = encoder_name
+        self.dim = BUCKETS
+        self.schemas: dict[str, DocumentSchema] = {}
+        self.pages: dict[PageRef, PageRecord] = {}
+        self.searches = 0
+
+    def add(self, doc_id: str, texts: list[str], tenant: str | None = None) -> None:
+        schema = DocumentSchema(doc_id=doc_id, doc_version="v1", n_pages=len(texts), tenant=tenant)
+        records = [
+            PageRecord(doc_id, "v1", i + 1, len(texts), t, source="", tenant=tenant)
+            for i, t in enumerate(texts)
+        ]
+        self.upsert_document(schema, records, [])
+
+    def upsert_document(self, schema, pages, embeddings) -> None:
+        self.schemas[schema.doc_id] = schema
+        for record in pages:
+            self.pages[record.ref] = record
+
+    def document_version(self, doc_id: str) -> str | None:
+        return self.schemas[doc_id].doc_version if doc_id in self.schemas else None
+
+    def get_schema(self, doc_id: str) -> DocumentSchema | None:
+        return self.schemas.get(doc_id)
+
+    def _visible(self, record_or_schema, page_filter: PageFilter | None) -> bool:
+        if page_filter is None:
+            return True
+        if page_filter.doc_ids is not None and record_or_schema.doc_id not in page_filter.doc_ids:
+            return False
+        return page_filter.tenant is None or record_or_schema.tenant == page_filter.tenant
+
+    def list_documents(self, page_filter: PageFilter | None = None) -> list[DocumentSchema]:
+        return [s for s in self.schemas.values() if self._visible(s, page_filter)]
+
+    def delete_document(self, doc_id: str) -> None:
+        self.schemas.pop(doc_id, None)
+        self.pages = {r: p for r, p in self.pages.items() if r.doc_id != doc_id}
+
+    def search(self, query, *, limit, page_filter=None, prefetch_limit=None) -> list[PageHit]:
+        self.searches += 1
+        qwords = {int(np.argmax(row)) for row in query.multivector}
+        hits = []
+        for record in self.pages.values():
+            if not self._visible(record, page_filter):
+                continue
+            pwords = {hash(w) % BUCKETS for w in WORD.findall(record.text.lower())}
+            score = len(qwords & pwords)
+            if score:
+                hits.append(PageHit(record, float(score)))
+        hits.sort(key=lambda h: (-h.score, h.record.doc_id, h.record.page))
+        return hits[:limit]
+
+    def get_pages(self, refs, page_filter=None) -> list[PageRecord]:
+        return [
+            self.pages[r]
+            for r in refs
+            if r in self.pages and self._visible(self.pages[r], page_filter)
+        ]
+
+    def count_pages(self, page_filter=None) -> int:
+        return sum(self._visible(r, page_filter) for r in self.pages.values())
+
+    def close(self) -> None:
+        pass
+
+
+class GoldReasoner(Reasoner):
+    """Labels shown pages from a gold set; answers once every gold page was read.
+
+    ``refine`` is the refined query it proposes while evidence is missing.
+    """
+
+    name = "gold-test"
+
+    def __init__(self, gold: set[PageRef], refine: str | None = None) -> None:
+        self.gold = gold
+        self.refine = refine
+        self.inputs: list[ReasoningInput] = []
+        self.seen: set[PageRef] = set()
+
+    def reason(self, inp: ReasoningInput) -> Feedback:
+        self.inputs.append(inp)
+        shown = [p.ref for p in inp.pages]
+        self.seen.update(shown)
+        useful = [r for r in shown if r in self.gold]
+        done = self.gold <= self.seen
+        return Feedback(
+            answer="42" if done else None,
+            useful_pages=useful,
+            irrelevant_pages=[r for r in shown if r not in self.gold],
+            notes=[EvidenceNote(page=r, fact=f"fact on {r}") for r in useful],
+            missing=[] if done else ["the rest"],
+            refined_query=None if done else self.refine,
+            status="answered" if done else "need_more",
+            llm_calls=1,
+        )

@@ -1,0 +1,185 @@
+"""The DocMemo loop end to end over in-memory doubles: recovery, stops, isolation, events."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from fakes_docmemo import BagOfWordsEncoder, GoldReasoner, MemoryPageStore
+from llama_index.core.base.response.schema import Response
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+from llama_index.core.schema import QueryBundle
+
+from llama_index_docmemo.config import DocMemoConfig
+from llama_index_docmemo.events import DocMemoRoundEndEvent, DocMemoRoundStartEvent
+from llama_index_docmemo.query_engine import DocMemoQueryEngine
+from llama_index_docmemo.reasoning.base import Feedback, Reasoner, ReasoningInput
+from llama_index_docmemo.trace import QueryTrace
+from llama_index_docmemo.types import PageFilter, PageRef
+
+QUESTION = "what was revenue 2023 growth"
+GOLD = {PageRef("report.pdf", 37), PageRef("report.pdf", 91)}
+
+
+def report_pages() -> list[str]:
+    pages = [f"filler page {i} about office plants and weather" for i in range(1, 101)]
+    for p in (4, 8, 12, 16, 20):
+        pages[p - 1] = "what was the outlook: revenue 2023 growth is discussed in later sections"
+    pages[37 - 1] = "revenue 2023 growth was 12 percent"
+    pages[91 - 1] = "segment margin table for the retail segment"
+    return pages
+
+
+@pytest.fixture()
+def store() -> MemoryPageStore:
+    s = MemoryPageStore()
+    s.add("report.pdf", report_pages())
+    s.add("other.pdf", ["revenue 2023 growth in another company"] * 3, tenant="other")
+    return s
+
+
+def engine_for(store, reasoner, **cfg) -> DocMemoQueryEngine:
+    config = DocMemoConfig(**{"pages_per_round": 5, "candidates": 30, **cfg})
+    return DocMemoQueryEngine.from_defaults(
+        store=store,
+        encoder=BagOfWordsEncoder(),
+        reasoner=reasoner,
+        config=config,
+        page_filter=PageFilter(doc_ids=("report.pdf",)),
+        evidence_images=False,
+    )
+
+
+def test_loop_recovers_evidence_a_static_retrieval_misses(store) -> None:
+    static = engine_for(store, GoldReasoner(GOLD, refine="segment margin"), static=True).run(
+        QUESTION
+    )
+    read_static = {PageRef(p.doc, p.page) for p in static.trace.pages_read}
+    assert not GOLD <= read_static and static.trace.stop_reason == "static"
+
+    result = engine_for(store, GoldReasoner(GOLD, refine="segment margin")).run(QUESTION)
+    read = {PageRef(p.doc, p.page) for p in result.trace.pages_read}
+    assert GOLD <= read
+    assert result.status == "answered" and result.answer == "42"
+    assert result.trace.stop_reason == "answered"
+    assert len(result.trace.rounds) == 2
+    assert result.trace.rounds[1].query == "segment margin"
+    assert {n.node.metadata["page"] for n in result.source_nodes} == {37, 91}
+    scores = [n.score for n in result.source_nodes]
+    assert all(s is not None and s > 0.5 for s in scores)
+
+
+def test_irrelevant_labels_lower_beliefs_and_pages_are_not_reread(store) -> None:
+    result = engine_for(store, GoldReasoner(GOLD, refine=None), rounds=3).run(QUESTION)
+    pages = [(p.doc, p.page) for p in result.trace.pages_read]
+    assert len(pages) == len(set(pages))
+    first = result.trace.rounds[0]
+    beliefs = {(b.doc, b.page): b for b in result.trace.rounds[0].beliefs}
+    for s in first.selected:
+        b = beliefs[(s.doc, s.page)]
+        assert (b.alpha, b.beta) in {(1.0, 2.0), (2.0, 1.0)} or b.alpha > 1.0
+
+
+def test_response_metadata_is_a_valid_trace(store) -> None:
+    engine = engine_for(store, GoldReasoner(GOLD, refine="segment margin"))
+    response = engine.query(QUESTION)
+    assert isinstance(response, Response) and response.response == "42"
+    trace = QueryTrace.model_validate(response.metadata["docmemo"])
+    assert trace.reasoner == "gold-test" and trace.llm_calls == 2
+
+
+def test_filters_scope_every_round(store) -> None:
+    result = engine_for(store, GoldReasoner(GOLD, refine="revenue growth")).run(QUESTION)
+    assert all(p.doc == "report.pdf" for p in result.trace.pages_read)
+    for rnd in result.trace.rounds:
+        assert all(c.doc == "report.pdf" for c in rnd.candidates)
+
+
+def test_concurrent_queries_never_share_state(store) -> None:
+    engine = engine_for(store, GoldReasoner(GOLD, refine="segment margin"))
+    engine_b = engine_for(store, GoldReasoner({PageRef("report.pdf", 4)}))
+
+    async def both():
+        return await asyncio.gather(
+            engine.arun(QUESTION), engine_b.arun(QUESTION), engine.arun(QUESTION)
+        )
+
+    a1, b, a2 = asyncio.run(both())
+    sequential = engine_for(store, GoldReasoner(GOLD, refine="segment margin")).run(QUESTION)
+    assert [p.model_dump() for p in a1.trace.pages_read] == [
+        p.model_dump() for p in sequential.trace.pages_read
+    ]
+    assert a1.trace.rounds[0].beliefs == sequential.trace.rounds[0].beliefs
+    assert b.trace.stop_reason == "answered" and len(b.trace.rounds) == 1
+    assert len(a2.trace.rounds) == 2
+
+
+class Unsure(Reasoner):
+    name = "unsure"
+
+    def __init__(self, status: str) -> None:
+        self.status = status
+
+    def reason(self, inp: ReasoningInput) -> Feedback:
+        return Feedback(
+            status=self.status, irrelevant_pages=[p.ref for p in inp.pages], llm_calls=1
+        )
+
+
+def test_unanswerable_is_not_accepted_after_one_round(store) -> None:
+    result = engine_for(store, Unsure("unanswerable")).run(QUESTION)
+    assert result.trace.stop_reason == "unanswerable"
+    assert len(result.trace.rounds) == 2
+    assert result.status == "unanswerable"
+
+
+def test_budgets_stop_the_loop(store) -> None:
+    by_calls = engine_for(store, Unsure("need_more"), max_llm_calls=1).run(QUESTION)
+    assert by_calls.trace.stop_reason == "budget" and by_calls.trace.llm_calls == 1
+    by_pages = engine_for(store, Unsure("need_more"), max_pages=3).run(QUESTION)
+    assert len(by_pages.trace.pages_read) == 3 and by_pages.trace.stop_reason == "budget"
+    out_of_rounds = engine_for(store, Unsure("need_more"), pages_per_round=2).run(QUESTION)
+    assert out_of_rounds.trace.stop_reason == "max_rounds"
+    assert out_of_rounds.status == "need_more"
+
+
+def test_no_candidates_stops_cleanly(store) -> None:
+    result = engine_for(store, Unsure("need_more")).run("zzz qqq")
+    assert result.trace.stop_reason == "no_candidates"
+    assert result.trace.pages_read == []
+
+
+def test_round_events_are_dispatched(store) -> None:
+    seen: list[object] = []
+
+    class Collect(BaseEventHandler):
+        def handle(self, event, **kwargs) -> None:
+            if isinstance(event, DocMemoRoundStartEvent | DocMemoRoundEndEvent):
+                seen.append(event)
+
+    handler = Collect()
+    root = get_dispatcher()
+    root.add_event_handler(handler)
+    try:
+        engine_for(store, GoldReasoner(GOLD, refine="segment margin")).query(QUESTION)
+    finally:
+        root.event_handlers.remove(handler)
+    assert [type(e).__name__ for e in seen] == [
+        "DocMemoRoundStartEvent",
+        "DocMemoRoundEndEvent",
+    ] * 2
+
+
+def test_retrieve_and_synthesize_slot_under_routers(store) -> None:
+    engine = engine_for(store, GoldReasoner(GOLD, refine="segment margin"))
+    nodes = engine.retrieve(QueryBundle(QUESTION))
+    assert {n.node.metadata["page"] for n in nodes} == {37, 91}
+    response = engine.synthesize(QueryBundle(QUESTION), nodes)
+    assert response.response == "42"
+
+
+def test_retriever_alone_returns_round_one_pages(store) -> None:
+    engine = engine_for(store, GoldReasoner(GOLD))
+    nodes = engine.retriever.retrieve(QUESTION)
+    assert [n.node.metadata["page"] for n in nodes] == [4, 8, 12, 16, 20]
