@@ -17,7 +17,9 @@ class DocMemoConfig(BaseModel):
         prefetch: first-stage (pooled vector) candidates before MaxSim rerank.
         lambda_schedule: weight of the belief sample against the retrieval score, per round.
         sampling: "thompson" draws theta ~ Beta; "greedy" uses the posterior mean.
-        propagation_radius / propagation_gamma: spread of a useful label to neighbours.
+        propagation_radius / propagation_gamma / propagation_weight: a useful page i adds
+            weight * gamma^|j-i| to alpha_j of pages j within the radius (paper: 2, 0.5, 1).
+        relevance_feedback: terms of the useful pages added to later rounds' queries (0: off).
         static: one round of plain top-k (the baseline).
         max_llm_calls / max_pages: per-query cost budget.
     """
@@ -31,6 +33,8 @@ class DocMemoConfig(BaseModel):
     prior_strength: float = Field(0.0, ge=0.0)
     propagation_radius: int = Field(2, ge=0)
     propagation_gamma: float = Field(0.5, ge=0.0, le=1.0)
+    propagation_weight: float = Field(1.0, ge=0.0)
+    relevance_feedback: int = Field(16, ge=0, le=64)
     use_schema: bool = True
     use_belief: bool = True
     use_episodic: bool = True

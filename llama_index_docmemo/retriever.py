@@ -21,6 +21,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.encoders.base import PageEncoder
+from llama_index_docmemo.expansion import expansion_terms
 from llama_index_docmemo.memory.belief import PageBeliefMemory, normalise_scores
 from llama_index_docmemo.memory.episodic import EpisodicMemory
 from llama_index_docmemo.memory.schema import SchemaMemory
@@ -146,12 +147,21 @@ class DocMemoRetriever(BaseRetriever):
         )
 
     def round_query(self, state: QueryState) -> str:
-        """Round 1 asks the question; later rounds the reasoner's refined query (episodic memory)."""
+        """Round 1 asks the question; later rounds the reasoner's refined query (episodic
+        memory), expanded with distinctive terms of the pages judged useful (relevance feedback)."""
+        query = state.question
         if state.round >= 1 and self.config.use_episodic:
             refined = state.episodic.refined_query
             if refined and refined.strip():
-                return refined.strip()
-        return state.question
+                query = refined.strip()
+        useful = [state.records[r].text for r in state.episodic.useful_pages if r in state.records]
+        extra = expansion_terms(
+            query,
+            useful,
+            [rec.text for rec in state.records.values()],
+            self.config.relevance_feedback,
+        )
+        return f"{query} {' '.join(extra)}" if extra else query
 
     # -- one round ----------------------------------------------------------------------------
     def retrieve_round(self, state: QueryState) -> RoundSelection:
@@ -283,6 +293,7 @@ class DocMemoRetriever(BaseRetriever):
             irrelevant=feedback.irrelevant_pages,
             radius=cfg.propagation_radius if cfg.propagation else 0,
             gamma=cfg.propagation_gamma,
+            weight=cfg.propagation_weight,
             same_section=state.schema.same_section if cfg.use_schema else None,
         )
 

@@ -127,11 +127,12 @@ class PageBeliefMemory:
         *,
         radius: int = 0,
         gamma: float = 0.5,
+        weight: float = 1.0,
         same_section: Callable[[PageRef, PageRef], bool] | None = None,
     ) -> None:
         """Bayesian update from one round's labels, then spatial propagation from useful pages.
 
-        A useful page i adds gamma^|j-i| to alpha_j of pages j of the same document with
+        A useful page i adds weight * gamma^|j-i| to alpha_j of pages j of the same document with
         0 < |j-i| <= radius. When ``same_section`` is given, propagation also stops at section
         boundaries (a neighbour in another section is not evidence by proximity).
         """
@@ -143,7 +144,7 @@ class PageBeliefMemory:
         if irrelevant:
             np.add.at(self.beta, self.indices(irrelevant), 1.0)
             self._informed[self.indices(irrelevant)] = True
-        if radius <= 0 or gamma <= 0:
+        if radius <= 0 or gamma <= 0 or weight <= 0:
             return
         for ref in useful:
             n_pages = self._sizes[ref.doc_id]
@@ -155,7 +156,7 @@ class PageBeliefMemory:
                     if same_section is not None and not same_section(ref, neighbour):
                         continue
                     idx = self.index(neighbour)
-                    self.alpha[idx] += gamma**distance
+                    self.alpha[idx] += weight * gamma**distance
                     self._informed[idx] = True
 
     def draw(

@@ -1,0 +1,273 @@
+"""The ``docmemo`` command: index PDFs, search pages, ask questions, run the demo and evaluations."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from llama_index_docmemo.errors import DocMemoError
+
+DEFAULT_STORE = Path(os.environ.get("DOCMEMO_STORE", "./docmemo_store"))
+
+
+def _add_store_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("page store")
+    group.add_argument(
+        "--store",
+        type=Path,
+        default=None,
+        help=f"folder of the embedded store (Qdrant Edge); default $DOCMEMO_STORE or {DEFAULT_STORE}",
+    )
+    group.add_argument(
+        "--url", default=os.environ.get("DOCMEMO_QDRANT_URL"), help="Qdrant server URL"
+    )
+    group.add_argument("--api-key", default=os.environ.get("DOCMEMO_QDRANT_API_KEY"))
+    group.add_argument("--collection", default="docmemo_pages")
+    group.add_argument("--encoder", default=None, help="encoder name (default: the CPU default)")
+
+
+def _add_llm_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("vision-language model (optional)")
+    group.add_argument(
+        "--llm-url",
+        default=os.environ.get("DOCMEMO_LLM_URL"),
+        help="OpenAI-compatible base URL of a vLLM server (e.g. http://127.0.0.1:8000/v1)",
+    )
+    group.add_argument("--llm-model", default=os.environ.get("DOCMEMO_LLM_MODEL"))
+    group.add_argument("--llm-api-key", default=os.environ.get("DOCMEMO_LLM_API_KEY"))
+
+
+def _add_loop_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("DocMemo loop")
+    group.add_argument("--rounds", type=int, default=None, help="maximum rounds T")
+    group.add_argument("-k", "--pages-per-round", type=int, default=None)
+    group.add_argument("--static", action="store_true", help="one round of plain top-k")
+    group.add_argument("--sampling", choices=["thompson", "greedy"], default=None)
+    group.add_argument("--seed", type=int, default=None)
+
+
+def _encoder(args: argparse.Namespace) -> Any:
+    from llama_index_docmemo.encoders import default_encoder, load_encoder
+
+    return load_encoder(args.encoder) if args.encoder else default_encoder()
+
+
+def _store(args: argparse.Namespace, encoder: Any) -> Any:
+    from llama_index_docmemo.store import open_store
+
+    if args.url:
+        return open_store(
+            url=args.url, api_key=args.api_key, collection=args.collection, encoder=encoder
+        )
+    return open_store(path=args.store or DEFAULT_STORE, encoder=encoder)
+
+
+def _llm(args: argparse.Namespace) -> Any:
+    if not args.llm_url:
+        return None
+    from llama_index_docmemo.llms import QwenVL
+
+    return QwenVL(api_base=args.llm_url, model=args.llm_model, api_key=args.llm_api_key)
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from llama_index_docmemo.config import DocMemoConfig
+
+    overrides = {
+        "rounds": args.rounds,
+        "pages_per_round": args.pages_per_round,
+        "sampling": args.sampling,
+        "seed": args.seed,
+    }
+    return DocMemoConfig(
+        static=args.static, **{k: v for k, v in overrides.items() if v is not None}
+    )
+
+
+def _page_filter(args: argparse.Namespace) -> Any:
+    from llama_index_docmemo.types import PageFilter
+
+    return PageFilter(
+        doc_ids=tuple(args.doc) if args.doc else None,
+        tenant=args.tenant,
+        acl_groups=tuple(args.acl_group) if args.acl_group else None,
+    )
+
+
+def _add_scope_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--doc", action="append", help="restrict to this document (file name); repeatable"
+    )
+    parser.add_argument("--tenant", default=None)
+    parser.add_argument("--acl-group", action="append", help="caller's access group; repeatable")
+
+
+# -- commands -----------------------------------------------------------------------------------
+def cmd_index(args: argparse.Namespace) -> int:
+    from llama_index_docmemo.indexing import DocumentIndexer
+
+    encoder = _encoder(args)
+    summarizer = None
+    llm = _llm(args)
+    if llm is not None:
+        from llama_index_docmemo.ingest.summaries import VLMPageSummarizer
+
+        summarizer = VLMPageSummarizer(llm)
+    with _store(args, encoder) as store:
+        indexer = DocumentIndexer(
+            store, encoder, ocr=args.ocr, summarizer=summarizer, layout=args.layout
+        )
+        report = indexer.index_paths(
+            args.paths, tenant=args.tenant, acl=args.acl or None, progress=not args.quiet
+        )
+    print(report.summary())
+    return 1 if report.failed else 0
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    encoder = _encoder(args)
+    with _store(args, encoder) as store:
+        hits = store.search(
+            encoder.encode_query(args.query), limit=args.k, page_filter=_page_filter(args)
+        )
+    rows = [
+        {"doc": h.record.doc_id, "page": h.record.page, "score": round(h.score, 6)} for h in hits
+    ]
+    if args.json:
+        print(json.dumps(rows))
+    else:
+        for row, hit in zip(rows, hits, strict=True):
+            snippet = " ".join(hit.record.text.split())[:100]
+            print(f"{row['score']:.4f}  {row['doc']} p.{row['page']}  {snippet}")
+    return 0
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    from llama_index_docmemo.query_engine import DocMemoQueryEngine
+
+    encoder = _encoder(args)
+    with _store(args, encoder) as store:
+        engine = DocMemoQueryEngine.from_defaults(
+            store=store,
+            encoder=encoder,
+            llm=_llm(args),
+            config=_config(args),
+            page_filter=_page_filter(args),
+        )
+        result = engine.run(args.question)
+    trace = result.trace
+    if args.trace:
+        from llama_index_docmemo.visualize import render_trace
+
+        render_trace(trace, args.trace)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "answer": result.answer,
+                    "evidence": [e.model_dump() for e in trace.evidence],
+                    "rounds": len(trace.rounds),
+                    "stop_reason": trace.stop_reason,
+                    "pages_read": [p.model_dump() for p in trace.pages_read],
+                }
+            )
+        )
+        return 0
+    print(f"Answer: {result.answer}")
+    print(
+        f"Status: {result.status} (stop: {trace.stop_reason}, rounds: {len(trace.rounds)}, "
+        f"reasoner: {trace.reasoner}, {trace.seconds:.2f}s)"
+    )
+    print(
+        "Evidence: "
+        + (", ".join(f"{e.doc} p.{e.page} ({e.score:.2f})" for e in trace.evidence) or "none")
+    )
+    for rnd in trace.rounds:
+        pages = ", ".join(f"p.{s.page}" for s in rnd.selected)
+        verdict = rnd.feedback.status if rnd.feedback else "no feedback"
+        useful = ", ".join(f"p.{u.page}" for u in rnd.feedback.useful) if rnd.feedback else ""
+        print(
+            f"  round {rnd.round}: query={rnd.query!r} read [{pages}] -> {verdict}; useful [{useful}]"
+        )
+    if args.trace:
+        print(f"Trace written to {args.trace}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from llama_index_docmemo.demo.run import run_demo
+
+    results = run_demo(cache_dir=args.cache_dir, llm=_llm(args))
+    return 0 if results else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="docmemo",
+        description="DocMemo: question answering over long PDFs with memory-guided retrieval.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("index", help="index PDFs (files or folders) into the page store")
+    p.add_argument("paths", nargs="+", type=Path)
+    _add_store_args(p)
+    _add_llm_args(p)
+    p.add_argument("--tenant", default=None)
+    p.add_argument("--acl", action="append", help="access group allowed to read; repeatable")
+    p.add_argument("--ocr", choices=["auto", "on", "off"], default="auto")
+    p.add_argument(
+        "--layout",
+        choices=["none", "pymupdf", "mineru"],
+        default="none",
+        help="store table/figure layout blocks (mineru needs the 'mineru' extra)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_index)
+
+    p = sub.add_parser("search", help="top pages for a query (one round, no reasoning)")
+    p.add_argument("query")
+    _add_store_args(p)
+    _add_scope_args(p)
+    p.add_argument("-k", type=int, default=5)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("ask", help="answer a question with the DocMemo loop")
+    p.add_argument("question")
+    _add_store_args(p)
+    _add_scope_args(p)
+    _add_llm_args(p)
+    _add_loop_args(p)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--trace", type=Path, help="write the belief heat-map (.png or .html)")
+    p.set_defaults(func=cmd_ask)
+
+    p = sub.add_parser("demo", help="index a generated report and answer questions about it")
+    p.add_argument("--cache-dir", type=Path, default=None)
+    _add_llm_args(p)
+    p.set_defaults(func=cmd_demo)
+
+    from llama_index_docmemo.evaluation.cli import add_eval_parser
+
+    add_eval_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except DocMemoError as exc:
+        print(f"docmemo: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
