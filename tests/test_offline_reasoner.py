@@ -1,0 +1,249 @@
+"""The offline reasoner on hand-made pages: labels, answer spans, need_more/unanswerable honesty."""
+
+from __future__ import annotations
+
+import time
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llama_index_docmemo.reasoning.base import CropView, EvidenceNote, PageView, ReasoningInput
+from llama_index_docmemo.reasoning.offline import OfflineReasoner
+from llama_index_docmemo.types import PageRef
+
+DOC = "report.pdf"
+
+# PyMuPDF's plain text puts each table cell on its own line.
+HIGHLIGHTS = """Financial highlights
+EUR million
+2024
+2023
+Revenue
+512.4
+478.0
+Research and development
+41.2
+36.6
+Operating profit
+60.1
+55.3
+"""
+PLANT = """Operations
+Construction of the new plant in Tampere began in 2022 after a long permitting process.
+The Tampere plant started production on 14 March 2024, three weeks ahead of plan.
+It employs 180 people and supplies the Nordic customers of the Group.
+"""
+SUSTAINABILITY = """Sustainability
+Our climate strategy focuses on reducing greenhouse gas emissions across the value chain.
+We report under the GHG Protocol and have set science-based targets for 2030.
+"""
+REVIEW_2023 = """Looking back: 2023 in review
+In 2023 the Group invested EUR 36.6 million in research and development, mainly in sensor platforms.
+"""
+NOTE_2024 = """Note 7 Research and development
+Research and development expenditure recognised as an expense in 2024 amounted to EUR 41.2 million.
+"""
+
+
+def page(n: int, text: str) -> PageView:
+    return PageView(PageRef(DOC, n), text)
+
+
+def ask(question: str, pages: list[PageView], **kw: object) -> object:
+    kw.setdefault("pages_in_scope", 30)
+    kw.setdefault("pages_read_total", len(pages))
+    return OfflineReasoner().reason(ReasoningInput(question, question, pages, **kw))
+
+
+def test_finds_a_figure_in_a_table_row_under_the_year_column() -> None:
+    fb = ask(
+        "What was research and development spending in 2023?",
+        [page(4, HIGHLIGHTS), page(12, SUSTAINABILITY)],
+    )
+    assert fb.status == "answered"
+    assert fb.answer == "36.6"
+    assert fb.useful_pages == [PageRef(DOC, 4)]
+    assert PageRef(DOC, 12) in fb.irrelevant_pages
+    assert any(n.page.page == 4 and "36.6" in n.fact for n in fb.notes)
+
+
+def test_reads_a_markdown_table_crop() -> None:
+    crop = CropView(
+        PageRef(DOC, 8),
+        "table",
+        (0, 0, 1, 1),
+        text="|Region|Employees|Share|\n|---|---|---|\n|Nordic|1,240|52%|\n|Baltic|310|13%|",
+    )
+    fb = OfflineReasoner().reason(
+        ReasoningInput(
+            "How many employees are in the Baltic region?",
+            "employees Baltic region",
+            [page(8, "Our people\nHeadcount by region at year end.")],
+            crops=[crop],
+        )
+    )
+    assert fb.status == "answered"
+    assert fb.answer == "310"
+
+
+def test_finds_a_date_in_prose_not_the_distracting_year() -> None:
+    fb = ask("When did the Tampere plant start production?", [page(9, PLANT), page(4, HIGHLIGHTS)])
+    assert fb.status == "answered"
+    assert fb.answer == "14 March 2024"
+    assert fb.useful_pages == [PageRef(DOC, 9)]
+
+
+def test_unrelated_page_is_irrelevant_and_a_generic_match_is_not_evidence() -> None:
+    fb = ask(
+        "When did the Tampere plant start production?",
+        [
+            page(12, SUSTAINABILITY),
+            page(13, "The total number of tables in this year's report is 14."),
+        ],
+    )
+    assert fb.useful_pages == []
+    assert set(fb.irrelevant_pages) == {PageRef(DOC, 12), PageRef(DOC, 13)}
+    assert fb.status == "need_more"
+    assert fb.answer is None
+
+
+def test_half_covered_question_asks_for_what_is_missing() -> None:
+    question = "How many employees did the Baltic sales office in Riga have in 2024?"
+    fb = ask(
+        question,
+        [page(5, "The Baltic sales office in Riga opened in 2019 and serves distributors.")],
+    )
+    assert fb.status == "need_more"
+    assert fb.answer is None
+    assert "employees" in fb.missing
+    assert "Riga" not in fb.missing
+    assert fb.refined_query
+    assert fb.refined_query.lower() != question.lower()
+    assert "employees" in fb.refined_query
+    assert "Riga" in fb.refined_query  # the anchor keeps the refined query on topic
+
+
+def test_refined_query_is_never_a_copy_even_of_a_keyword_query() -> None:
+    question = "Oslo headcount"
+    fb = ask(question, [page(12, SUSTAINABILITY)])
+    assert fb.status == "need_more"
+    assert fb.refined_query
+    assert fb.refined_query.lower() != question.lower()
+
+
+def test_combines_evidence_across_rounds_and_non_adjacent_pages() -> None:
+    question = "What was the change in R&D spending between 2023 and 2024?"
+    first = ask(question, [page(6, REVIEW_2023), page(12, SUSTAINABILITY)])
+    assert first.status == "need_more"
+    assert PageRef(DOC, 6) in first.useful_pages
+    assert "2024" in first.missing
+    assert "2024" in (first.refined_query or "")
+    second = OfflineReasoner().reason(
+        ReasoningInput(
+            question,
+            first.refined_query or question,
+            [page(19, NOTE_2024)],
+            evidence=first.notes,
+            round=2,
+            pages_read_total=3,
+            pages_in_scope=30,
+        )
+    )
+    assert second.status == "answered"
+    assert second.answer is not None
+    assert "increased by EUR 4.6 million" in second.answer
+    assert "36.6" in second.answer and "41.2" in second.answer
+    assert second.useful_pages == [PageRef(DOC, 19)]
+
+
+def test_comparison_within_one_table_uses_both_year_columns() -> None:
+    fb = ask("What was the change in revenue between 2023 and 2024?", [page(4, HIGHLIGHTS)])
+    assert fb.status == "answered"
+    assert fb.answer is not None
+    assert fb.answer.startswith("increased by 34.4")
+
+
+def test_unanswerable_only_after_enough_of_the_document_was_read() -> None:
+    question = "What was the dividend per share proposed for 2024?"
+    pages = [page(12, SUSTAINABILITY), page(9, PLANT)]
+    early = ask(question, pages, pages_read_total=4, pages_in_scope=30)
+    assert early.status == "need_more"
+    late = ask(question, pages, pages_read_total=20, pages_in_scope=30)
+    assert late.status == "unanswerable"
+    assert late.answer is None
+    final = ask(question, pages, pages_read_total=4, pages_in_scope=30, final_round=True)
+    assert final.status == "unanswerable"
+
+
+def test_earlier_evidence_blocks_unanswerable() -> None:
+    question = "What was the change in R&D spending between 2023 and 2024?"
+    note = EvidenceNote(page=PageRef(DOC, 6), fact=REVIEW_2023.splitlines()[1])
+    fb = ask(question, [page(12, SUSTAINABILITY)], evidence=[note], pages_read_total=25)
+    assert fb.status == "need_more"
+    assert fb.missing == ["2024"]
+
+
+def test_final_round_answers_from_all_evidence() -> None:
+    question = "Which sensor platforms did the research and development work focus on?"
+    note = EvidenceNote(page=PageRef(DOC, 6), fact=REVIEW_2023.splitlines()[1])
+    fb = ask(question, [page(12, SUSTAINABILITY)], evidence=[note], final_round=True)
+    assert fb.status == "answered"
+    assert fb.answer is not None and "sensor platforms" in fb.answer
+
+
+def test_fast_on_five_pages_of_three_thousand_characters() -> None:
+    pages = [page(i, (PLANT + HIGHLIGHTS + SUSTAINABILITY) * 5) for i in range(1, 6)]
+    assert all(2500 < len(p.text) < 4000 for p in pages)
+    reasoner = OfflineReasoner()
+    inp = ReasoningInput("When did the Tampere plant start production?", "q", pages)
+    best = min(_timed(reasoner, inp) for _ in range(5))
+    assert best < 0.010
+
+
+def _timed(reasoner: OfflineReasoner, inp: ReasoningInput) -> float:
+    start = time.perf_counter()
+    reasoner.reason(inp)
+    return time.perf_counter() - start
+
+
+WORDS = ["revenue", "plant", "Tampere", "2023", "2024", "41.2", "the", "in", "was", "employees"]
+WORDS += ["research", "development", "March", "14", "Nordic", "grew", "EUR", "million", "."]
+texts = st.lists(st.sampled_from(WORDS), max_size=60).map(" ".join)
+questions = st.sampled_from(
+    [
+        "What was revenue in 2024?",
+        "When did the Tampere plant start?",
+        "How many employees in the Nordic region?",
+        "What was the change in research and development between 2023 and 2024?",
+        "Who founded the company?",
+    ]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    question=questions,
+    bodies=st.lists(texts, min_size=1, max_size=4),
+    final=st.booleans(),
+    read=st.integers(0, 30),
+)
+def test_never_answers_without_evidence_and_only_labels_shown_pages(
+    question: str, bodies: list[str], final: bool, read: int
+) -> None:
+    pages = [page(i + 1, body) for i, body in enumerate(bodies)]
+    inp = ReasoningInput(
+        question, question, pages, final_round=final, pages_read_total=read, pages_in_scope=30
+    )
+    fb = OfflineReasoner().reason(inp)
+    shown = {p.ref for p in pages}
+    assert set(fb.useful_pages) <= shown and set(fb.irrelevant_pages) <= shown
+    assert not set(fb.useful_pages) & set(fb.irrelevant_pages)
+    assert all(n.page in shown for n in fb.notes)
+    if fb.status == "answered":
+        assert fb.answer
+        assert fb.notes, "an answer must stand on notes from the pages read"
+    else:
+        assert fb.answer is None
+    if fb.status == "need_more":
+        assert fb.refined_query and fb.refined_query.lower() != question.lower()
+    assert OfflineReasoner().reason(inp) == fb  # deterministic
