@@ -1,0 +1,257 @@
+"""The JSON a VLM sends back, read as untrusted data: extract, validate, bound, map page numbers.
+
+Prompts number the pages they show [1]..[n]; replies name pages by those local numbers, which
+are mapped back to :class:`PageRef` here. Numbers outside 1..n are dropped, lists are cut to
+fixed lengths, strings are clipped; nothing in a reply is ever executed or obeyed. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ValidationError
+
+from llama_index_docmemo.reasoning.base import EvidenceNote, Feedback
+from llama_index_docmemo.types import PageRef
+
+
+class ReplyError(ValueError):
+    """A reply that is not the JSON object asked for; the message goes into the repair prompt."""
+
+
+_NULLABLE_STRING = {"anyOf": [{"type": "string"}, {"type": "null"}]}
+_PAGE_LIST = {"type": "array", "items": {"type": "integer"}}
+
+FEEDBACK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "notes": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"page": {"type": "integer"}, "fact": {"type": "string"}},
+                "required": ["page", "fact"],
+                "additionalProperties": False,
+            },
+        },
+        "useful_pages": _PAGE_LIST,
+        "irrelevant_pages": _PAGE_LIST,
+        "missing": {"type": "array", "items": {"type": "string"}},
+        "status": {"type": "string", "enum": ["answered", "need_more", "unanswerable"]},
+        "answer": _NULLABLE_STRING,
+        "refined_query": _NULLABLE_STRING,
+    },
+    "required": [
+        "notes",
+        "useful_pages",
+        "irrelevant_pages",
+        "missing",
+        "status",
+        "answer",
+        "refined_query",
+    ],
+    "additionalProperties": False,
+}
+"""Reply schema of one reading round (properties in the order the model should write them:
+facts first, verdict last)."""
+
+RERANK_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"pages": _PAGE_LIST},
+    "required": ["pages"],
+    "additionalProperties": False,
+}
+
+SUMMARY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "summaries": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {"page": {"type": "integer"}, "summary": {"type": "string"}},
+                "required": ["page", "summary"],
+                "additionalProperties": False,
+            },
+        }
+    },
+    "required": ["summaries"],
+    "additionalProperties": False,
+}
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
+_LOCAL_NUMBER = re.compile(r"^\s*\[?\s*(?:page\s*)?(\d{1,6})\s*\]?\s*$", re.IGNORECASE)
+
+
+def extract_json(text: str) -> dict[str, Any]:
+    """The JSON object in a reply (bare, fenced, or surrounded by prose)."""
+    fenced = _FENCE.search(text)
+    candidate = fenced.group(1) if fenced else text
+    start, end = candidate.find("{"), candidate.rfind("}")
+    if start < 0 or end <= start:
+        raise ReplyError("the reply holds no JSON object")
+    try:
+        value = json.loads(candidate[start : end + 1])
+    except json.JSONDecodeError as exc:
+        raise ReplyError(f"the reply is not valid JSON ({exc.msg} at char {exc.pos})") from exc
+    if not isinstance(value, dict):
+        raise ReplyError("the reply's JSON is not an object")
+    return value
+
+
+def _local_number(value: Any) -> int | None:
+    """A page number as the model may write it (3, "3", "[3]", "page 3"); None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        match = _LOCAL_NUMBER.match(value)
+        return int(match.group(1)) if match else None
+    return None
+
+
+def _text(value: Any) -> Any:
+    """Numbers where text is expected become text; other types are left for validation."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+LocalNumber = Annotated[int | None, BeforeValidator(_local_number)]
+Text = Annotated[str, BeforeValidator(_text)]
+OptionalText = Annotated[str | None, BeforeValidator(_text)]
+
+
+class _Model(BaseModel):
+    model_config = {"extra": "ignore"}
+
+
+class _NoteReply(_Model):
+    page: LocalNumber = None
+    fact: Text = ""
+
+
+class FeedbackReply(_Model):
+    """A reading round's reply before page numbers are mapped."""
+
+    notes: list[_NoteReply] = []
+    useful_pages: list[LocalNumber] = []
+    irrelevant_pages: list[LocalNumber] = []
+    missing: list[Text] = []
+    status: Literal["answered", "need_more", "unanswerable"] = "need_more"
+    answer: OptionalText = None
+    refined_query: OptionalText = None
+
+
+class RerankReply(_Model):
+    pages: list[LocalNumber]
+
+
+class _SummaryItem(_Model):
+    page: LocalNumber = None
+    summary: Text = ""
+
+
+class SummaryReply(_Model):
+    summaries: list[_SummaryItem]
+
+
+@dataclass(frozen=True)
+class ReplyLimits:
+    """Bounds on what one reply can put into the memories (and into later prompts)."""
+
+    max_notes: int = 20
+    max_missing: int = 8
+    answer_chars: int = 4000
+    fact_chars: int = 500
+    missing_chars: int = 300
+    query_chars: int = 500
+    summary_chars: int = 400
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` whitespace-normalised and cut to ``limit`` characters at a word boundary."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
+    return cut.rstrip() + "…"
+
+
+def _validate(model: type[_Model], text: str) -> Any:
+    data = extract_json(text)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'reply'}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        raise ReplyError(f"the reply does not match the schema ({problems})") from exc
+
+
+def _resolve(numbers: Sequence[int | None], refs: Sequence[PageRef]) -> list[PageRef]:
+    """Shown pages named by local numbers, in order, without repeats; other numbers dropped."""
+    picked = dict.fromkeys(refs[n - 1] for n in numbers if n is not None and 1 <= n <= len(refs))
+    return list(picked)
+
+
+def parse_feedback(
+    text: str, refs: Sequence[PageRef], limits: ReplyLimits, llm_calls: int
+) -> Feedback:
+    """A :class:`Feedback` from a reading reply about pages ``refs`` (shown as [1]..[n]).
+
+    A page named both useful and irrelevant keeps neither label; "answered" without an answer
+    is "need_more". Raises :class:`ReplyError` for a reply that is not the object asked for.
+    """
+    reply: FeedbackReply = _validate(FeedbackReply, text)
+    useful = _resolve(reply.useful_pages, refs)
+    irrelevant = _resolve(reply.irrelevant_pages, refs)
+    both = set(useful) & set(irrelevant)
+    notes: list[EvidenceNote] = []
+    for note in reply.notes:
+        page = _resolve([note.page], refs)
+        fact = clip(note.fact, limits.fact_chars)
+        if page and fact:
+            notes.append(EvidenceNote(page=page[0], fact=fact))
+        if len(notes) >= limits.max_notes:
+            break
+    wanted = [m for m in reply.missing if m.strip()][: limits.max_missing]
+    missing = [clip(m, limits.missing_chars) for m in wanted]
+    answer = clip(reply.answer, limits.answer_chars) if reply.answer else None
+    refined = clip(reply.refined_query, limits.query_chars) if reply.refined_query else None
+    status = reply.status if answer or reply.status != "answered" else "need_more"
+    return Feedback(
+        answer=answer or None,
+        useful_pages=[r for r in useful if r not in both],
+        irrelevant_pages=[r for r in irrelevant if r not in both],
+        notes=notes,
+        missing=missing,
+        refined_query=refined or None,
+        status=status,
+        llm_calls=llm_calls,
+    )
+
+
+def parse_rerank(text: str, refs: Sequence[PageRef], k: int) -> list[PageRef]:
+    """At most ``k`` of the candidate pages ``refs`` (shown as [1]..[n]), best first."""
+    reply: RerankReply = _validate(RerankReply, text)
+    return _resolve(reply.pages, refs)[:k]
+
+
+def parse_summaries(text: str, pages: Sequence[int], limits: ReplyLimits) -> dict[int, str]:
+    """Page number -> summary for the pages shown as [1]..[n] (``pages`` are their numbers)."""
+    reply: SummaryReply = _validate(SummaryReply, text)
+    out: dict[int, str] = {}
+    for item in reply.summaries:
+        n = item.page
+        summary = clip(item.summary, limits.summary_chars)
+        if n is not None and 1 <= n <= len(pages) and summary:
+            out.setdefault(pages[n - 1], summary)
+    return out

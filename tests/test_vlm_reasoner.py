@@ -1,0 +1,179 @@
+"""VLMReasoner, LLMReranker and VLMPageSummarizer over a scripted in-process chat LLM."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from llama_index.core.base.llms.types import ChatMessage, ChatResponse, ImageBlock
+from PIL import Image
+
+from llama_index_docmemo.ingest.summaries import VLMPageSummarizer
+from llama_index_docmemo.memory.schema import DocumentSchema
+from llama_index_docmemo.reasoning.base import CropView, PageView, ReasoningInput
+from llama_index_docmemo.reasoning.reranker import LLMReranker
+from llama_index_docmemo.reasoning.vlm import VLMReasoner
+from llama_index_docmemo.types import PageInput, PageRef
+
+
+class ScriptedLLM:
+    """Answers chat/achat from a list of strings and records the messages and options."""
+
+    def __init__(self, replies: list[str], max_images_per_prompt: int | None = None) -> None:
+        self.replies = list(replies)
+        self.calls: list[tuple[list[ChatMessage], dict]] = []
+        if max_images_per_prompt is not None:
+            self.max_images_per_prompt = max_images_per_prompt
+
+    def chat(self, messages, **kwargs) -> ChatResponse:
+        self.calls.append((list(messages), kwargs))
+        return ChatResponse(message=ChatMessage(role="assistant", content=self.replies.pop(0)))
+
+    async def achat(self, messages, **kwargs) -> ChatResponse:
+        return self.chat(messages, **kwargs)
+
+    def images(self, call: int) -> list[ImageBlock]:
+        return [b for m in self.calls[call][0] for b in m.blocks if isinstance(b, ImageBlock)]
+
+
+def good(**fields) -> str:
+    base = {
+        "notes": [{"page": 1, "fact": "Revenue was $5M"}],
+        "useful_pages": [1],
+        "irrelevant_pages": [2],
+        "missing": [],
+        "status": "answered",
+        "answer": "$5M",
+        "refined_query": None,
+    }
+    return json.dumps({**base, **fields})
+
+
+def view(n: int, image: bool = True) -> PageView:
+    loader = (lambda: Image.new("RGB", (300, 400), "white")) if image else None
+    return PageView(ref=PageRef("r.pdf", n), text=f"page {n} text", load_image=loader)
+
+
+def round_input(n_pages: int = 2, **kw) -> ReasoningInput:
+    return ReasoningInput(
+        question="revenue?", query="revenue", pages=[view(10 + i) for i in range(n_pages)], **kw
+    )
+
+
+def test_one_round_maps_feedback_and_counts_one_call() -> None:
+    llm = ScriptedLLM([good()])
+    fb = VLMReasoner(llm).reason(round_input())
+    assert fb.useful_pages == [PageRef("r.pdf", 10)] and fb.irrelevant_pages == [
+        PageRef("r.pdf", 11)
+    ]
+    assert fb.status == "answered" and fb.answer == "$5M" and fb.llm_calls == 1
+    assert len(llm.images(0)) == 2
+
+
+def test_malformed_reply_is_repaired_once_without_images() -> None:
+    llm = ScriptedLLM(["Sure! The answer is $5M.", good()])
+    fb = VLMReasoner(llm).reason(round_input())
+    assert fb.answer == "$5M" and fb.llm_calls == 2
+    repair_text = llm.calls[1][0][-1].content
+    assert "no JSON object" in repair_text and "The answer is $5M" in repair_text
+    assert llm.images(1) == []
+
+
+def test_malformed_twice_is_a_round_without_feedback() -> None:
+    llm = ScriptedLLM(["nope", '{"useful_pages": "all"}'])
+    fb = VLMReasoner(llm).reason(round_input())
+    assert fb.status == "need_more" and fb.llm_calls == 2
+    assert fb.useful_pages == [] and fb.answer is None
+
+
+def test_images_stay_within_the_llm_cap_pages_first() -> None:
+    llm = ScriptedLLM([good()], max_images_per_prompt=3)
+    crop = CropView(
+        page=PageRef("r.pdf", 10),
+        kind="table",
+        bbox=(0, 0, 1, 1),
+        load_image=lambda: Image.new("RGB", (50, 50)),
+    )
+    VLMReasoner(llm).reason(round_input(5, crops=[crop]))
+    images = llm.images(0)
+    assert len(images) == 3 and all(
+        Image.open(b.resolve_image()).size == (300, 400) for b in images
+    )
+
+
+def test_a_page_image_that_fails_to_load_is_sent_as_text() -> None:
+    def broken():
+        raise FileNotFoundError("gone.pdf")
+
+    inp = round_input(1)
+    inp.pages[0].load_image = broken
+    llm = ScriptedLLM([good()])
+    VLMReasoner(llm).reason(inp)
+    assert llm.images(0) == [] and "no image of this page" in llm.calls[0][0][-1].content
+
+
+def test_text_only_mode_sends_no_images() -> None:
+    llm = ScriptedLLM([good()])
+    VLMReasoner(llm, use_images=False).reason(round_input())
+    assert llm.images(0) == []
+
+
+def test_no_pages_means_no_request() -> None:
+    llm = ScriptedLLM([])
+    fb = VLMReasoner(llm).reason(ReasoningInput(question="q", query="q", pages=[]))
+    assert fb.status == "need_more" and fb.llm_calls == 0 and llm.calls == []
+
+
+async def test_areason_uses_achat() -> None:
+    llm = ScriptedLLM(["{bad", good(useful_pages=[2], irrelevant_pages=[])])
+    fb = await VLMReasoner(llm).areason(round_input())
+    assert fb.useful_pages == [PageRef("r.pdf", 11)] and fb.llm_calls == 2
+
+
+def test_reranker_orders_by_the_llm_then_fills_from_the_callers_order() -> None:
+    cands = [PageView(ref=PageRef("r.pdf", n), text="", summary=f"s{n}") for n in range(1, 8)]
+    llm = ScriptedLLM(['{"pages": [5, 99, 5, 2]}'])
+    rr = LLMReranker(llm)
+    assert rr.rerank("q", "q", cands, 3, [], []) == [
+        PageRef("r.pdf", 5),
+        PageRef("r.pdf", 2),
+        PageRef("r.pdf", 1),
+    ]
+    assert rr.llm_calls == 1 and llm.images(0) == []
+
+
+def test_reranker_keeps_the_callers_order_when_replies_stay_malformed() -> None:
+    cands = [PageView(ref=PageRef("r.pdf", n), text="t") for n in range(1, 5)]
+    rr = LLMReranker(ScriptedLLM(["x", "y"]))
+    assert rr.rerank("q", "q", cands, 2, [], []) == [PageRef("r.pdf", 1), PageRef("r.pdf", 2)]
+    assert rr.llm_calls == 2
+
+
+def summary_reply(pages: list[int]) -> str:
+    return json.dumps(
+        {"summaries": [{"page": i + 1, "summary": f"about {p}"} for i, p in enumerate(pages)]}
+    )
+
+
+def test_summarizer_batches_pages_and_maps_numbers() -> None:
+    schema = DocumentSchema(doc_id="r.pdf", doc_version="v", n_pages=5, title="Report")
+    pages = [
+        PageInput(
+            ref=PageRef("r.pdf", n), text=f"t{n}", load_image=lambda: Image.new("RGB", (20, 20))
+        )
+        for n in range(1, 6)
+    ]
+    llm = ScriptedLLM([summary_reply([1, 2]), "garbage", "still garbage", summary_reply([5])], 2)
+    out = VLMPageSummarizer(llm, batch_size=4)(schema, pages)
+    assert out == {1: "about 1", 2: "about 2", 5: "about 5"}  # pages 3-4 keep the fallback
+    assert len(llm.images(0)) == 2 and len(llm.calls) == 4
+
+
+@pytest.mark.parametrize("with_images", [True, False])
+async def test_summarizer_async_twin(with_images: bool) -> None:
+    schema = DocumentSchema(doc_id="r.pdf", doc_version="v", n_pages=2)
+    pages = [PageInput(ref=PageRef("r.pdf", n), text=f"t{n}") for n in (1, 2)]
+    llm = ScriptedLLM([summary_reply([1, 2])])
+    summarizer = VLMPageSummarizer(llm, with_images=with_images)
+    assert await summarizer.asummarize(schema, pages) == {1: "about 1", 2: "about 2"}
+    assert summarizer.llm_calls == 1
