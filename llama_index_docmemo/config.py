@@ -21,6 +21,7 @@ class DocMemoConfig(BaseModel):
             weight * gamma^|j-i| to alpha_j of pages j within the radius (paper: 2, 0.5, 1).
         relevance_feedback: terms of the useful pages added to later rounds' queries (0: off).
         static: one round of plain top-k (the baseline).
+        llm_rerank: with an LLM, let it reorder the top candidates by their schema summaries.
         max_llm_calls / max_pages: per-query cost budget.
     """
 
@@ -42,6 +43,7 @@ class DocMemoConfig(BaseModel):
     propagation: bool = True
     adaptive_granularity: bool = True
     static: bool = False
+    llm_rerank: bool = False
     reread_useful: bool = False
     max_llm_calls: int | None = Field(None, ge=1)
     max_pages: int | None = Field(None, ge=1)

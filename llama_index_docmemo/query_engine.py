@@ -147,6 +147,11 @@ class DocMemoQueryEngine(BaseQueryEngine):
                 from llama_index_docmemo.reasoning.offline import OfflineReasoner
 
                 reasoner = OfflineReasoner()
+        config = config or DocMemoConfig()
+        if reranker is None and llm is not None and config.llm_rerank:
+            from llama_index_docmemo.reasoning.reranker import LLMReranker
+
+            reranker = LLMReranker(llm)
         retriever = DocMemoRetriever(
             store, encoder, config=config, page_filter=page_filter, reranker=reranker
         )

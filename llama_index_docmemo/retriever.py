@@ -186,7 +186,7 @@ class DocMemoRetriever(BaseRetriever):
             page_filter=state.page_filter,
             prefetch_limit=self.config.prefetch,
         )
-        return self._select(state, query, hits, started)
+        return await asyncio.to_thread(self._select, state, query, hits, started)
 
     def _select(
         self, state: QueryState, query: str, hits: list[PageHit], started: float
@@ -259,12 +259,15 @@ class DocMemoRetriever(BaseRetriever):
     def _rerank(self, state: QueryState, query: str, refs: list[PageRef], k: int) -> list[PageRef]:
         records = self._records(state, refs)
         views = [self.page_view(state, r) for r in records]
-        ordered = self.reranker.rerank(  # type: ignore[union-attr]
+        reranker = self.reranker
+        assert reranker is not None
+        calls_before = reranker.llm_calls
+        ordered = reranker.rerank(
             state.question, query, views, k, state.episodic.evidence, state.episodic.missing
         )
+        state.llm_calls += reranker.llm_calls - calls_before
         allowed = {r.ref for r in records}
         picked = [r for r in dict.fromkeys(ordered) if r in allowed][:k]
-        state.llm_calls += 1
         rest = [r for r in refs if r not in picked]
         return picked + rest
 

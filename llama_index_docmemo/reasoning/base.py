@@ -114,7 +114,12 @@ class Reasoner(ABC):
 
 
 class PageReranker(ABC):
-    """Orders candidate pages for reading (the retrieval agent); optional in the selection step."""
+    """Orders candidate pages for reading (the retrieval agent); optional in the selection step.
+
+    ``llm_calls`` counts the model requests made so far (repairs included), for the cost budget.
+    """
+
+    llm_calls: int = 0
 
     @abstractmethod
     def rerank(

@@ -1,0 +1,370 @@
+"""Collection layout shared by both backends: vector names, payload keys, point ids, conversions.
+
+Pure functions over plain data. Both backends store exactly these points, so a store written
+through one layout is read back identically by the other, and validation happens here once,
+before anything is written.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from llama_index_docmemo.errors import StoreError
+from llama_index_docmemo.memory.schema import DocumentSchema
+from llama_index_docmemo.types import PageEmbedding, PageFilter, PageRecord, SparseVector
+
+MULTI = "multi"
+POOLED = "pooled"
+LEXICAL = "lexical"
+
+KIND = "kind"
+KIND_PAGE = "page"
+KIND_DOCUMENT = "document"
+KIND_STORE = "store"
+
+Fusion = Literal["rrf", "dbsf"]
+IdfScope = Literal["filter", "collection"]
+FUSIONS: tuple[str, ...] = ("rrf", "dbsf")
+IDF_SCOPES: tuple[str, ...] = ("filter", "collection")
+
+DEFAULT_PREFETCH = 200
+RRF_K = 2  # Qdrant's own default ranking constant, set explicitly so both backends agree
+LAYOUT_VERSION = 1
+
+PAGE_FIELDS: tuple[str, ...] = (
+    "doc_id",
+    "doc_version",
+    "page",
+    "n_pages",
+    "section",
+    "text",
+    "source",
+    "tenant",
+    "acl",
+    "width",
+    "height",
+    "ocr",
+)
+
+# (payload key, index type, is_tenant): the fields every filter of this package touches.
+PAYLOAD_INDEXES: tuple[tuple[str, Literal["keyword", "integer"], bool], ...] = (
+    ("doc_id", "keyword", False),
+    ("doc_version", "keyword", False),
+    ("tenant", "keyword", True),
+    ("acl", "keyword", False),
+    (KIND, "keyword", False),
+    ("page", "integer", False),
+)
+
+_NAMESPACE = uuid.UUID("6f1c2b9e-5d1a-4c07-9a8e-3b2f0d4e7a61")
+STORE_POINT_ID = str(uuid.uuid5(_NAMESPACE, "docmemo-store"))
+
+
+def page_point_id(doc_id: str, doc_version: str, page: int) -> str:
+    """Deterministic id: the same file re-ingested rewrites the same points."""
+    return str(uuid.uuid5(_NAMESPACE, f"page\x00{doc_id}\x00{doc_version}\x00{page}"))
+
+
+def document_point_id(doc_id: str) -> str:
+    """One schema point per document id, overwritten by each new version."""
+    return str(uuid.uuid5(_NAMESPACE, f"document\x00{doc_id}"))
+
+
+# ---------------------------------------------------------------- filters
+
+
+@dataclass(frozen=True)
+class Condition:
+    """``key`` equals ``values[0]`` (one value) or any of ``values`` (several)."""
+
+    key: str
+    values: tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class FilterSpec:
+    """A backend-neutral Qdrant filter: all of ``must``, none of ``must_not``."""
+
+    must: tuple[Condition, ...]
+    must_not: tuple[Condition, ...] = ()
+
+
+def matches_nothing(page_filter: PageFilter | None) -> bool:
+    """An empty ``doc_ids`` or ``acl_groups`` tuple admits no point at all."""
+    if page_filter is None:
+        return False
+    return page_filter.doc_ids == () or page_filter.acl_groups == ()
+
+
+def scope_filter(
+    kind: str, page_filter: PageFilter | None, **extra: Sequence[str | int]
+) -> FilterSpec:
+    """Points of ``kind`` visible through ``page_filter``, further restricted by ``extra`` keys."""
+    must = [Condition(KIND, (kind,))]
+    if page_filter is not None:
+        if page_filter.doc_ids is not None:
+            must.append(Condition("doc_id", tuple(page_filter.doc_ids)))
+        if page_filter.tenant is not None:
+            must.append(Condition("tenant", (page_filter.tenant,)))
+        if page_filter.acl_groups is not None:
+            must.append(Condition("acl", tuple(page_filter.acl_groups)))
+    for key, values in extra.items():
+        must.append(Condition(key, tuple(values)))
+    return FilterSpec(tuple(must))
+
+
+def stale_pages_filter(doc_id: str, keep_version: str) -> FilterSpec:
+    """Pages of ``doc_id`` from any version other than ``keep_version``."""
+    return FilterSpec(
+        must=(Condition(KIND, (KIND_PAGE,)), Condition("doc_id", (doc_id,))),
+        must_not=(Condition("doc_version", (keep_version,)),),
+    )
+
+
+def document_filter(doc_id: str) -> FilterSpec:
+    """Every point (pages of all versions, schema) of one document."""
+    return FilterSpec(must=(Condition("doc_id", (doc_id,)),))
+
+
+# ---------------------------------------------------------------- payloads
+
+
+def page_payload(record: PageRecord) -> dict[str, Any]:
+    payload: dict[str, Any] = {name: getattr(record, name) for name in PAGE_FIELDS}
+    payload["acl"] = list(record.acl)
+    payload[KIND] = KIND_PAGE
+    return payload
+
+
+def record_from_payload(payload: dict[str, Any]) -> PageRecord:
+    return PageRecord(
+        doc_id=str(payload["doc_id"]),
+        doc_version=str(payload["doc_version"]),
+        page=int(payload["page"]),
+        n_pages=int(payload["n_pages"]),
+        text=str(payload.get("text", "")),
+        source=str(payload.get("source", "")),
+        section=str(payload.get("section", "")),
+        tenant=payload.get("tenant"),
+        acl=[str(group) for group in payload.get("acl") or []],
+        width=float(payload.get("width", 0.0)),
+        height=float(payload.get("height", 0.0)),
+        ocr=bool(payload.get("ocr", False)),
+    )
+
+
+def document_payload(schema: DocumentSchema) -> dict[str, Any]:
+    """The schema as JSON text, beside the fields that filters need."""
+    return {
+        KIND: KIND_DOCUMENT,
+        "doc_id": schema.doc_id,
+        "doc_version": schema.doc_version,
+        "tenant": schema.tenant,
+        "acl": list(schema.acl),
+        "schema": schema.model_dump_json(),
+    }
+
+
+def schema_from_payload(payload: dict[str, Any]) -> DocumentSchema:
+    return DocumentSchema.model_validate_json(payload["schema"])
+
+
+@dataclass(frozen=True)
+class StoreMeta:
+    """What a store was created with; a store is only ever queried with the same encoder."""
+
+    encoder_name: str
+    dim: int
+    sparse: bool
+
+    def payload(self) -> dict[str, Any]:
+        return {
+            KIND: KIND_STORE,
+            "layout": LAYOUT_VERSION,
+            "encoder_name": self.encoder_name,
+            "dim": self.dim,
+            "sparse": self.sparse,
+        }
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any]) -> StoreMeta:
+        return cls(str(payload["encoder_name"]), int(payload["dim"]), bool(payload["sparse"]))
+
+    def check(self, stored: StoreMeta, where: str) -> None:
+        """Raise unless ``stored`` (what ``where`` holds) is what this store is opened with."""
+        if stored != self:
+            raise StoreError(
+                f"{where} was created with encoder '{stored.encoder_name}' (dim {stored.dim}, "
+                f"sparse={stored.sparse}) but is opened with encoder '{self.encoder_name}' "
+                f"(dim {self.dim}, sparse={self.sparse}): use the same encoder, or another store"
+            )
+
+
+def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise StoreError(f"{name}={value!r} is not one of {', '.join(choices)}")
+
+
+# ---------------------------------------------------------------- validation
+
+
+@dataclass(frozen=True)
+class PointData:
+    """One point ready to write: id, named vectors (empty for schema/meta points), payload."""
+
+    id: str
+    dense: dict[str, list[float] | list[list[float]]]
+    sparse: SparseVector | None
+    payload: dict[str, Any]
+
+
+def _dense(array: Any, shape: tuple[int | None, ...], what: str) -> np.ndarray:
+    """``array`` as float32 of ``shape`` (None: any positive length), finite, or a StoreError."""
+    try:
+        values = np.asarray(array, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"{what}: not a numeric array ({exc})") from exc
+    expected = "(" + ", ".join("n" if n is None else str(n) for n in shape) + ")"
+    if values.ndim != len(shape) or any(
+        (n is None and got < 1) or (n is not None and got != n)
+        for n, got in zip(shape, values.shape, strict=False)
+    ):
+        raise StoreError(f"{what}: shape {values.shape}, expected {expected}")
+    if not np.isfinite(values).all():
+        raise StoreError(f"{what}: contains NaN or infinite values")
+    return values
+
+
+def _sparse(vector: SparseVector, what: str) -> SparseVector | None:
+    """A checked sparse vector, or None when it has no terms (Qdrant stores nothing then)."""
+    if len(vector.indices) != len(vector.values):
+        raise StoreError(
+            f"{what}: sparse vector has {len(vector.indices)} indices but {len(vector.values)} values"
+        )
+    if len(set(vector.indices)) != len(vector.indices):
+        raise StoreError(f"{what}: sparse vector has repeated indices")
+    if any(not 0 <= int(i) < 2**32 for i in vector.indices):
+        raise StoreError(f"{what}: sparse vector index outside [0, 2**32)")
+    if any(not math.isfinite(float(v)) for v in vector.values):
+        raise StoreError(f"{what}: sparse vector contains NaN or infinite values")
+    if not vector.indices:
+        return None
+    return SparseVector(
+        tuple(int(i) for i in vector.indices), tuple(float(v) for v in vector.values)
+    )
+
+
+@dataclass(frozen=True)
+class QueryVectors:
+    """A validated query: MaxSim rows, pooled vector, optional lexical vector."""
+
+    multi: list[list[float]]
+    pooled: list[float]
+    sparse: SparseVector | None
+
+
+def embedding_vectors(
+    embedding: PageEmbedding, dim: int, *, use_sparse: bool, what: str
+) -> QueryVectors:
+    """Check an embedding against the store's dimension; keep the sparse part only if stored."""
+    multi = _dense(embedding.multivector, (None, dim), f"{what}: multivector")
+    pooled = _dense(embedding.pooled, (dim,), f"{what}: pooled vector")
+    sparse = None
+    if use_sparse and embedding.sparse is not None:
+        sparse = _sparse(embedding.sparse, what)
+    return QueryVectors(multi.tolist(), pooled.tolist(), sparse)
+
+
+def document_points(
+    schema: DocumentSchema,
+    pages: Sequence[PageRecord],
+    embeddings: Sequence[PageEmbedding],
+    *,
+    dim: int,
+    use_sparse: bool,
+) -> tuple[list[PointData], PointData]:
+    """Page points and the schema point of a document, after checking every input.
+
+    Raises:
+        StoreError: naming the document and page of the first bad record or embedding.
+    """
+    doc = f"document {schema.doc_id!r} (version {schema.doc_version[:12]})"
+    if len(pages) != len(embeddings):
+        raise StoreError(f"{doc}: {len(pages)} pages but {len(embeddings)} embeddings")
+    seen: set[int] = set()
+    points: list[PointData] = []
+    for record, embedding in zip(pages, embeddings, strict=True):
+        what = f"{doc} page {record.page}"
+        if record.doc_id != schema.doc_id or record.doc_version != schema.doc_version:
+            raise StoreError(
+                f"{what}: record belongs to {record.doc_id!r} version {record.doc_version[:12]}"
+            )
+        if not 1 <= record.page <= record.n_pages:
+            raise StoreError(f"{what}: page number outside 1..{record.n_pages}")
+        if record.page in seen:
+            raise StoreError(f"{what}: page given twice")
+        seen.add(record.page)
+        vectors = embedding_vectors(embedding, dim, use_sparse=use_sparse, what=what)
+        points.append(
+            PointData(
+                id=page_point_id(record.doc_id, record.doc_version, record.page),
+                dense={MULTI: vectors.multi, POOLED: vectors.pooled},
+                sparse=vectors.sparse,
+                payload=page_payload(record),
+            )
+        )
+    schema_point = PointData(document_point_id(schema.doc_id), {}, None, document_payload(schema))
+    return points, schema_point
+
+
+def query_vectors(query: PageEmbedding, dim: int, *, use_sparse: bool) -> QueryVectors:
+    return embedding_vectors(query, dim, use_sparse=use_sparse, what="query")
+
+
+@dataclass(frozen=True)
+class SearchPlan:
+    """Everything a backend needs to build its two-stage (optionally fused) Query API request.
+
+    Dense branch: ``prefetch`` points by the pooled vector, reranked by MaxSim on the
+    multivector. With ``vectors.sparse``: that branch and a lexical branch of the same depth
+    are fused (RRF or DBSF) into ``limit`` results. ``where`` applies to every stage.
+    """
+
+    vectors: QueryVectors
+    where: FilterSpec
+    limit: int
+    prefetch: int
+    fusion: Fusion
+    idf_scope: IdfScope
+
+
+def search_plan(
+    query: PageEmbedding,
+    *,
+    dim: int,
+    has_lexical: bool,
+    limit: int,
+    page_filter: PageFilter | None,
+    prefetch_limit: int | None,
+    fusion: Fusion,
+    idf_scope: IdfScope,
+) -> SearchPlan:
+    if limit < 1:
+        raise StoreError(f"search limit must be at least 1, got {limit}")
+    if prefetch_limit is not None and prefetch_limit < 1:
+        raise StoreError(f"prefetch_limit must be at least 1, got {prefetch_limit}")
+    prefetch = max(limit, prefetch_limit if prefetch_limit is not None else DEFAULT_PREFETCH)
+    return SearchPlan(
+        vectors=query_vectors(query, dim, use_sparse=has_lexical),
+        where=scope_filter(KIND_PAGE, page_filter),
+        limit=limit,
+        prefetch=prefetch,
+        fusion=fusion,
+        idf_scope=idf_scope,
+    )

@@ -1,0 +1,402 @@
+"""The server page store: a Qdrant server or cluster through qdrant-client (sync and async).
+
+``path=`` / ``location=":memory:"`` run qdrant-client's local mode instead, a pure-Python
+test double of the server API: the same requests, about 100x slower than Qdrant Edge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from qdrant_client import AsyncQdrantClient, QdrantClient, models
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+from llama_index_docmemo.errors import StoreError
+from llama_index_docmemo.store import _layout as L
+from llama_index_docmemo.store._qdrant import QdrantLayoutStore
+from llama_index_docmemo.types import PageFilter, PageHit, QueryEmbedding
+
+T = TypeVar("T")
+
+_RETRY_STATUS = frozenset({429, 502, 503, 504})
+_SCROLL_PAGE = 256
+
+
+def _backoff(attempt: int) -> float:
+    return 0.5 * 2 ** (attempt - 1)
+
+
+def _transient(exc: Exception) -> bool:
+    """Worth retrying: the server did not answer, or answered that it is busy."""
+    if isinstance(exc, ResponseHandlingException):
+        return True
+    return isinstance(exc, UnexpectedResponse) and exc.status_code in _RETRY_STATUS
+
+
+def _condition(condition: L.Condition) -> models.FieldCondition:
+    values = list(condition.values)
+    match: models.MatchValue | models.MatchAny = (
+        models.MatchValue(value=values[0]) if len(values) == 1 else models.MatchAny(any=values)
+    )
+    return models.FieldCondition(key=condition.key, match=match)
+
+
+def _filter(where: L.FilterSpec) -> models.Filter:
+    return models.Filter(
+        must=[_condition(c) for c in where.must],
+        must_not=[_condition(c) for c in where.must_not] or None,
+    )
+
+
+def _point(point: L.PointData) -> models.PointStruct:
+    vectors: dict[str, Any] = dict(point.dense)
+    if point.sparse is not None:
+        vectors[L.LEXICAL] = models.SparseVector(
+            indices=list(point.sparse.indices), values=list(point.sparse.values)
+        )
+    return models.PointStruct(id=point.id, vector=vectors, payload=point.payload)
+
+
+def _vectors_config(dim: int) -> dict[str, models.VectorParams]:
+    """Named vectors of the layout; no HNSW graph on the multivector (MaxSim reranks only)."""
+    return {
+        L.MULTI: models.VectorParams(
+            size=dim,
+            distance=models.Distance.COSINE,
+            multivector_config=models.MultiVectorConfig(
+                comparator=models.MultiVectorComparator.MAX_SIM
+            ),
+            hnsw_config=models.HnswConfigDiff(m=0),
+        ),
+        L.POOLED: models.VectorParams(size=dim, distance=models.Distance.COSINE),
+    }
+
+
+def _index_schema(kind: str, is_tenant: bool) -> Any:
+    if kind == "integer":
+        return models.PayloadSchemaType.INTEGER
+    if is_tenant:
+        return models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
+    return models.PayloadSchemaType.KEYWORD
+
+
+def query_request(plan: L.SearchPlan) -> dict[str, Any]:
+    """Keyword arguments of ``query_points`` for a plan: the same for the sync and async client."""
+    where = _filter(plan.where)
+    vectors = plan.vectors
+    first_stage = models.Prefetch(
+        query=vectors.pooled, using=L.POOLED, limit=plan.prefetch, filter=where
+    )
+    if vectors.sparse is None:
+        return {
+            "query": vectors.multi,
+            "using": L.MULTI,
+            "prefetch": [first_stage],
+            "query_filter": where,
+            "limit": plan.limit,
+            "with_payload": True,
+        }
+    dense = models.Prefetch(
+        query=vectors.multi,
+        using=L.MULTI,
+        prefetch=[first_stage],
+        limit=plan.prefetch,
+        filter=where,
+    )
+    idf = (
+        models.SearchParams(idf=models.IdfCorpusParams(corpus=where))
+        if plan.idf_scope == "filter"
+        else None
+    )
+    lexical = models.Prefetch(
+        query=models.SparseVector(
+            indices=list(vectors.sparse.indices), values=list(vectors.sparse.values)
+        ),
+        using=L.LEXICAL,
+        limit=plan.prefetch,
+        filter=where,
+        params=idf,
+    )
+    fusion: models.RrfQuery | models.FusionQuery = (
+        models.RrfQuery(rrf=models.Rrf(k=L.RRF_K))
+        if plan.fusion == "rrf"
+        else models.FusionQuery(fusion=models.Fusion.DBSF)
+    )
+    return {
+        "query": fusion,
+        "prefetch": [dense, lexical],
+        "query_filter": where,
+        "limit": plan.limit,
+        "with_payload": True,
+    }
+
+
+class QdrantClientPageStore(QdrantLayoutStore):
+    """Pages in one collection of a Qdrant server/cluster (``url=``) or of qdrant-client's local mode.
+
+    Args:
+        url / api_key: the server; every call has ``timeout`` seconds and up to ``retries``
+            attempts on transient failures (no answer, 429, 502-504). Writes wait for the
+            result with strong ordering, so a version's stale pages are deleted after the new
+            ones are in, on every replica.
+        path / location: local mode on disk / ``":memory:"`` (test double of the server API).
+        collection: collection name; created on first use with the layout's vectors and
+            payload indexes, and with ``shard_number`` / ``replication_factor`` /
+            ``quantization_config`` when given.
+        encoder_name / dim / sparse / fusion / idf_scope: as for :class:`EdgePageStore`.
+
+    Raises:
+        StoreError: the server does not answer, or the collection was created with another
+            encoder or is not a docmemo page store.
+    """
+
+    write_batch = 16  # a ColQwen page is ~1 MB of JSON: keep requests small
+
+    def __init__(
+        self,
+        *,
+        url: str | None = None,
+        api_key: str | None = None,
+        path: str | Path | None = None,
+        location: str | None = None,
+        collection: str = "docmemo_pages",
+        encoder_name: str,
+        dim: int,
+        sparse: bool = False,
+        fusion: L.Fusion = "rrf",
+        idf_scope: L.IdfScope = "filter",
+        shard_number: int | None = None,
+        replication_factor: int | None = None,
+        quantization_config: models.QuantizationConfig | None = None,
+        timeout: int = 30,
+        retries: int = 3,
+    ) -> None:
+        super().__init__(
+            encoder_name=encoder_name, dim=dim, sparse=sparse, fusion=fusion, idf_scope=idf_scope
+        )
+        if sum(x is not None for x in (url, path, location)) != 1:
+            raise StoreError(
+                "give exactly one of url=, path= or location= for a Qdrant client store"
+            )
+        self.collection = collection
+        self.timeout = timeout
+        self.retries = max(1, retries)
+        self.remote = url is not None
+        self._url = url
+        self._api_key = api_key
+        self._where = url or (str(path) if path is not None else str(location))
+        self._client: QdrantClient | None = QdrantClient(
+            url=url,
+            api_key=api_key,
+            path=str(path) if path is not None else None,
+            location=location,
+            timeout=timeout,
+        )
+        self._aclient: AsyncQdrantClient | None = None
+        self._ordering = models.WriteOrdering.STRONG
+        try:
+            self._open(shard_number, replication_factor, quantization_config)
+        except StoreError:
+            self.close()  # release the local-mode folder lock for a retry in this process
+            raise
+
+    @property
+    def location(self) -> str:
+        return f"Qdrant collection '{self.collection}' at {self._where}"
+
+    @property
+    def client(self) -> QdrantClient:
+        if self._client is None:
+            raise StoreError(f"{self.location} is closed")
+        return self._client
+
+    def _call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``fn`` with bounded retries on transient failures; other failures name the store."""
+        attempt = 1
+        while True:
+            try:
+                return fn(*args, **kwargs)
+            except (ResponseHandlingException, UnexpectedResponse) as exc:
+                if not _transient(exc) or attempt >= self.retries:
+                    raise StoreError(f"{what} on {self.location} failed: {exc}") from exc
+            time.sleep(_backoff(attempt))
+            attempt += 1
+
+    def _open(
+        self,
+        shard_number: int | None,
+        replication_factor: int | None,
+        quantization_config: models.QuantizationConfig | None,
+    ) -> None:
+        if self._call("checking the collection", self.client.collection_exists, self.collection):
+            self._check_meta()
+            return
+        try:
+            self._call(
+                "creating the collection",
+                self.client.create_collection,
+                self.collection,
+                vectors_config=_vectors_config(self.dim),
+                sparse_vectors_config=(
+                    {L.LEXICAL: models.SparseVectorParams(modifier=models.Modifier.IDF)}
+                    if self.sparse
+                    else None
+                ),
+                shard_number=shard_number,
+                replication_factor=replication_factor,
+                quantization_config=quantization_config,
+                timeout=self.timeout,
+            )
+        except StoreError:
+            # another process created it between our check and our create: use theirs
+            if not self._call(
+                "checking the collection", self.client.collection_exists, self.collection
+            ):
+                raise
+            self._check_meta()
+            return
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Payload indexes have no effect")
+            for key, kind, is_tenant in L.PAYLOAD_INDEXES:
+                self._call(
+                    f"indexing payload field '{key}'",
+                    self.client.create_payload_index,
+                    self.collection,
+                    key,
+                    field_schema=_index_schema(kind, is_tenant),
+                    wait=True,
+                    timeout=self.timeout,
+                )
+        self._write([self._meta_point()])
+
+    def _write(self, points: Sequence[L.PointData]) -> None:
+        self._call(
+            "upsert",
+            self.client.upsert,
+            self.collection,
+            points=[_point(p) for p in points],
+            wait=True,
+            ordering=self._ordering,
+            timeout=self.timeout,
+        )
+
+    def _delete(self, where: L.FilterSpec) -> None:
+        self._call(
+            "delete",
+            self.client.delete,
+            self.collection,
+            points_selector=models.FilterSelector(filter=_filter(where)),
+            wait=True,
+            ordering=self._ordering,
+            timeout=self.timeout,
+        )
+
+    def _scroll(self, where: L.FilterSpec) -> list[dict[str, Any]]:
+        payloads: list[dict[str, Any]] = []
+        offset: Any = None
+        while True:
+            records, offset = self._call(
+                "scroll",
+                self.client.scroll,
+                self.collection,
+                scroll_filter=_filter(where),
+                limit=_SCROLL_PAGE,
+                offset=offset,
+                with_payload=True,
+                with_vectors=False,
+                timeout=self.timeout,
+            )
+            payloads.extend(r.payload or {} for r in records)
+            if offset is None:
+                return payloads
+
+    def _count(self, where: L.FilterSpec) -> int:
+        result = self._call(
+            "count",
+            self.client.count,
+            self.collection,
+            count_filter=_filter(where),
+            exact=True,
+            timeout=self.timeout,
+        )
+        return result.count
+
+    def _retrieve(self, point_id: str) -> dict[str, Any] | None:
+        records = self._call(
+            "retrieve",
+            self.client.retrieve,
+            self.collection,
+            ids=[point_id],
+            with_payload=True,
+            with_vectors=False,
+            timeout=self.timeout,
+        )
+        return (records[0].payload or {}) if records else None
+
+    def _query(self, plan: L.SearchPlan) -> list[tuple[dict[str, Any], float]]:
+        response = self._call(
+            "search",
+            self.client.query_points,
+            self.collection,
+            **query_request(plan),
+            timeout=self.timeout,
+        )
+        return [(p.payload or {}, p.score) for p in response.points]
+
+    async def asearch(
+        self,
+        query: QueryEmbedding,
+        *,
+        limit: int,
+        page_filter: PageFilter | None = None,
+        prefetch_limit: int | None = None,
+    ) -> list[PageHit]:
+        """Native async search on a server; local mode (one in-process store) runs in a thread."""
+        if not self.remote:
+            return await super().asearch(
+                query, limit=limit, page_filter=page_filter, prefetch_limit=prefetch_limit
+            )
+        plan = self._plan(query, limit, page_filter, prefetch_limit)
+        if L.matches_nothing(page_filter):
+            return []
+        if self._aclient is None:
+            self._aclient = AsyncQdrantClient(
+                url=self._url, api_key=self._api_key, timeout=self.timeout
+            )
+        request = query_request(plan)
+        attempt = 1
+        while True:
+            try:
+                response = await self._aclient.query_points(
+                    self.collection, **request, timeout=self.timeout
+                )
+                return self._hits([(p.payload or {}, p.score) for p in response.points])
+            except (ResponseHandlingException, UnexpectedResponse) as exc:
+                if not _transient(exc) or attempt >= self.retries:
+                    raise StoreError(f"search on {self.location} failed: {exc}") from exc
+            await asyncio.sleep(_backoff(attempt))
+            attempt += 1
+
+    async def aclose(self) -> None:
+        """Close the async client (if one was opened) and the sync one."""
+        if self._aclient is not None:
+            await self._aclient.close()
+            self._aclient = None
+        self.close()
+
+    def close(self) -> None:
+        """Release the client; call :meth:`aclose` instead after async searches in a running loop."""
+        if self._aclient is not None:
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                asyncio.run(self._aclient.close())
+            self._aclient = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None

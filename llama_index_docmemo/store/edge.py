@@ -1,0 +1,213 @@
+"""The embedded page store: Qdrant Edge, the Qdrant engine in-process (no server, WAL on disk)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import qdrant_edge as qe
+
+from llama_index_docmemo.errors import StoreError
+from llama_index_docmemo.store import _layout as L
+from llama_index_docmemo.store._qdrant import QdrantLayoutStore
+
+_SHARD_MARKER = "edge_config.json"
+_CLIENT_LOCAL_MARKER = "meta.json"
+_SCROLL_PAGE = 256
+
+
+def _condition(condition: L.Condition) -> qe.FieldCondition:
+    values = list(condition.values)
+    match = qe.MatchValue(values[0]) if len(values) == 1 else qe.MatchAny(values)
+    return qe.FieldCondition(condition.key, match=match)
+
+
+def _filter(where: L.FilterSpec) -> qe.Filter:
+    return qe.Filter(
+        must=[_condition(c) for c in where.must],
+        must_not=[_condition(c) for c in where.must_not] or None,
+    )
+
+
+def _point(point: L.PointData) -> qe.Point:
+    vectors: dict[str, Any] = dict(point.dense)
+    if point.sparse is not None:
+        vectors[L.LEXICAL] = qe.SparseVector(list(point.sparse.indices), list(point.sparse.values))
+    return qe.Point(point.id, vectors, point.payload)
+
+
+def _config(dim: int, sparse: bool) -> qe.EdgeConfig:
+    """Named vectors of the layout; no HNSW graph on the multivector (MaxSim reranks only)."""
+    multi = qe.EdgeVectorParams(
+        dim,
+        qe.Distance.Cosine,
+        multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim),
+        hnsw_config=qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000),
+    )
+    pooled = qe.EdgeVectorParams(dim, qe.Distance.Cosine)
+    sparse_vectors = (
+        {L.LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)} if sparse else None
+    )
+    return qe.EdgeConfig(vectors={L.MULTI: multi, L.POOLED: pooled}, sparse_vectors=sparse_vectors)
+
+
+def _index_schema(kind: str, is_tenant: bool) -> Any:
+    if kind == "integer":
+        return qe.PayloadSchemaType.Integer
+    return qe.KeywordIndexParams(is_tenant=True) if is_tenant else qe.PayloadSchemaType.Keyword
+
+
+class EdgePageStore(QdrantLayoutStore):
+    """Pages in a Qdrant Edge shard on disk: created on first open, loaded after.
+
+    Args:
+        path: folder of the shard (created if absent or empty).
+        encoder_name / dim: the encoder filling the store; reopening with another raises.
+        sparse: store a lexical vector ("lexical", IDF modifier) beside the dense ones.
+        fusion: "rrf" (default) or "dbsf", how dense and lexical candidates are fused.
+        idf_scope: "filter" (IDF over the pages the query may see) or "collection".
+
+    Raises:
+        StoreError: the folder holds something else, is open elsewhere, or was created with
+            another encoder.
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        encoder_name: str,
+        dim: int,
+        sparse: bool = False,
+        fusion: L.Fusion = "rrf",
+        idf_scope: L.IdfScope = "filter",
+    ) -> None:
+        super().__init__(
+            encoder_name=encoder_name, dim=dim, sparse=sparse, fusion=fusion, idf_scope=idf_scope
+        )
+        self.path = Path(path)
+        self._shard: qe.EdgeShard | None = self._open()
+
+    @property
+    def location(self) -> str:
+        return f"page store {self.path}"
+
+    def _open(self) -> qe.EdgeShard:
+        if (self.path / _SHARD_MARKER).is_file():
+            shard = self._call("open", qe.EdgeShard.load, str(self.path))
+            self._shard = shard
+            try:
+                self._check_meta()
+            except StoreError:
+                shard.close()
+                raise
+            return shard
+        if (self.path / _CLIENT_LOCAL_MARKER).is_file():
+            raise StoreError(
+                f"{self.path} holds a qdrant-client local store, not a Qdrant Edge shard: "
+                "open it with backend='client'"
+            )
+        if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
+            raise StoreError(f"{self.path} exists and is not an empty folder or a page store")
+        shard = self._call(
+            "create", qe.EdgeShard.create, str(self.path), _config(self.dim, self.sparse)
+        )
+        for key, kind, is_tenant in L.PAYLOAD_INDEXES:
+            shard.update(qe.UpdateOperation.create_field_index(key, _index_schema(kind, is_tenant)))
+        shard.update(qe.UpdateOperation.upsert_points([_point(self._meta_point())]))
+        shard.flush()
+        return shard
+
+    def _call(self, what: str, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as exc:  # qdrant_edge raises plain Exception with the engine's message
+            raise StoreError(f"cannot {what} {self.location}: {exc}") from exc
+
+    @property
+    def shard(self) -> qe.EdgeShard:
+        if self._shard is None:
+            raise StoreError(f"{self.location} is closed")
+        return self._shard
+
+    def _write(self, points: Sequence[L.PointData]) -> None:
+        self.shard.update(qe.UpdateOperation.upsert_points([_point(p) for p in points]))
+
+    def _delete(self, where: L.FilterSpec) -> None:
+        self.shard.update(qe.UpdateOperation.delete_points_by_filter(_filter(where)))
+
+    def _scroll(self, where: L.FilterSpec) -> list[dict[str, Any]]:
+        payloads: list[dict[str, Any]] = []
+        offset: Any = None
+        while True:
+            records, offset = self.shard.scroll(
+                qe.ScrollRequest(
+                    offset=offset, limit=_SCROLL_PAGE, filter=_filter(where), with_payload=True
+                )
+            )
+            payloads.extend(r.payload or {} for r in records)
+            if offset is None:
+                return payloads
+
+    def _count(self, where: L.FilterSpec) -> int:
+        return self.shard.count(qe.CountRequest(exact=True, filter=_filter(where)))
+
+    def _retrieve(self, point_id: str) -> dict[str, Any] | None:
+        records = self.shard.retrieve([point_id], with_payload=True, with_vector=False)
+        return (records[0].payload or {}) if records else None
+
+    def _query(self, plan: L.SearchPlan) -> list[tuple[dict[str, Any], float]]:
+        where = _filter(plan.where)
+        vectors = plan.vectors
+        first_stage = qe.Prefetch(
+            limit=plan.prefetch,
+            query=qe.Query.Nearest(vectors.pooled, using=L.POOLED),
+            filter=where,
+        )
+        maxsim = qe.Query.Nearest(vectors.multi, using=L.MULTI)
+        if vectors.sparse is None:
+            request = qe.QueryRequest(
+                limit=plan.limit,
+                query=maxsim,
+                prefetches=[first_stage],
+                filter=where,
+                with_payload=True,
+            )
+        else:
+            dense = qe.Prefetch(
+                limit=plan.prefetch, query=maxsim, prefetches=[first_stage], filter=where
+            )
+            idf = (
+                qe.SearchParams(idf=qe.IdfParams(corpus=where))
+                if plan.idf_scope == "filter"
+                else None
+            )
+            lexical = qe.Prefetch(
+                limit=plan.prefetch,
+                query=qe.Query.Nearest(
+                    qe.SparseVector(list(vectors.sparse.indices), list(vectors.sparse.values)),
+                    using=L.LEXICAL,
+                ),
+                filter=where,
+                params=idf,
+            )
+            fusion = qe.Fusion.Rrf(k=L.RRF_K) if plan.fusion == "rrf" else qe.Fusion.Dbsf()
+            request = qe.QueryRequest(
+                limit=plan.limit,
+                query=fusion,
+                prefetches=[dense, lexical],
+                filter=where,
+                with_payload=True,
+            )
+        return [(p.payload or {}, p.score) for p in self.shard.query(request)]
+
+    def optimize(self) -> bool:
+        """Merge segments and build the pooled vector's HNSW index (never the multivector's)."""
+        return self.shard.optimize()
+
+    def close(self) -> None:
+        if self._shard is not None:
+            self._shard.flush()
+            self._shard.close()
+            self._shard = None

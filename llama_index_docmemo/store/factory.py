@@ -1,0 +1,63 @@
+"""Open the page store a path or URL points to, for a given encoder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from llama_index_docmemo.encoders.base import PageEncoder
+from llama_index_docmemo.errors import StoreError
+from llama_index_docmemo.store import _layout as L
+from llama_index_docmemo.store.base import PageStore
+from llama_index_docmemo.store.client import QdrantClientPageStore
+from llama_index_docmemo.store.edge import EdgePageStore
+
+Backend = Literal["edge", "client"]
+
+
+def open_store(
+    path: str | Path | None = None,
+    url: str | None = None,
+    *,
+    encoder: PageEncoder,
+    backend: Backend | None = None,
+    api_key: str | None = None,
+    collection: str = "docmemo_pages",
+    fusion: L.Fusion = "rrf",
+    idf_scope: L.IdfScope = "filter",
+    **client_options: Any,
+) -> PageStore:
+    """The store for ``encoder``: Qdrant Edge on ``path`` by default, a Qdrant server for ``url``.
+
+    Args:
+        path: folder of an embedded store (Qdrant Edge; ``backend="client"`` opens
+            qdrant-client's local mode there instead).
+        url / api_key / collection: a Qdrant server or cluster.
+        client_options: passed to :class:`QdrantClientPageStore` (``shard_number``,
+            ``replication_factor``, ``quantization_config``, ``timeout``, ``retries``).
+
+    Raises:
+        StoreError: neither or both of ``path`` and ``url``, or options the backend lacks.
+    """
+    if (path is None) == (url is None):
+        raise StoreError("open_store needs exactly one of path= (embedded store) or url= (server)")
+    chosen = backend or ("client" if url is not None else "edge")
+    common: dict[str, Any] = {
+        "encoder_name": encoder.name,
+        "dim": encoder.dim,
+        "sparse": encoder.sparse,
+        "fusion": fusion,
+        "idf_scope": idf_scope,
+    }
+    if chosen == "edge":
+        if url is not None:
+            raise StoreError(f"backend='edge' is embedded and cannot open the URL {url}")
+        if client_options or api_key is not None:
+            names = ", ".join(sorted([*client_options, *(["api_key"] if api_key else [])]))
+            raise StoreError(f"options for a Qdrant server ({names}) do not apply to an Edge store")
+        return EdgePageStore(path, **common)  # type: ignore[arg-type]
+    if chosen == "client":
+        return QdrantClientPageStore(
+            url=url, api_key=api_key, path=path, collection=collection, **common, **client_options
+        )
+    raise StoreError(f"backend={backend!r} is not one of edge, client")
