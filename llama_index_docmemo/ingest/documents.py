@@ -1,0 +1,132 @@
+"""LlamaIndex ``Document``s from llama-index-readers-file's PDF readers -> parsed documents.
+
+``PyMuPDFReader`` gives one Document per page with ``file_path``, ``total_pages`` and ``source`` (the
+1-based page number as a string); ``PDFReader`` gives ``file_name`` and ``page_label`` (the printed label,
+which may be "iv"), and ``SimpleDirectoryReader`` adds ``file_path``. Documents are grouped by file, pages
+numbered from ``source``/``page_number``/``page`` when every Document has one, else by their order.
+When the file itself is readable it also supplies the outline, page sizes, the content hash and OCR text
+for pages the reader left empty; otherwise the version is a hash of the page texts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from llama_index_docmemo.errors import IngestError
+from llama_index_docmemo.ingest.ocr import MIN_TEXT_CHARS, OcrEngine, alnum_count
+from llama_index_docmemo.ingest.parsed import ParsedDocument, ParsedPage
+from llama_index_docmemo.ingest.pdf import read_pdf
+
+if TYPE_CHECKING:
+    from llama_index.core.schema import Document
+
+_PAGE_KEYS = ("source", "page_number", "page")
+
+
+def document_file(document: Document) -> tuple[str, str]:
+    """(doc_id, source) of a page Document: its file name and path, from reader metadata."""
+    meta = document.metadata
+    path = str(meta.get("file_path") or "")
+    name = str(meta.get("file_name") or (Path(path).name if path else ""))
+    if not name:
+        raise IngestError(
+            f"Document {document.id_}",
+            "no file_name or file_path in its metadata: cannot tell which file it is a page of",
+        )
+    return name, path or name
+
+
+def _page_number(document: Document) -> int | None:
+    for key in _PAGE_KEYS:
+        value = document.metadata.get(key)
+        if isinstance(value, int) and value >= 1:
+            return value
+        if isinstance(value, str) and value.strip().isdigit() and int(value) >= 1:
+            return int(value)
+    return None
+
+
+def _page_texts(documents: Sequence[Document]) -> dict[int, str]:
+    """Page -> text; Documents of one page (a reader that split it) are joined in order."""
+    numbers = [_page_number(d) for d in documents]
+    if any(n is None for n in numbers):
+        numbers = list(range(1, len(documents) + 1))
+    texts: dict[int, list[str]] = {}
+    for number, document in zip(numbers, documents, strict=True):
+        texts.setdefault(number, []).append(document.get_content())
+    return {page: "\n".join(parts).strip() for page, parts in sorted(texts.items())}
+
+
+def _text_version(texts: dict[int, str]) -> str:
+    digest = hashlib.sha256()
+    for page, text in texts.items():
+        digest.update(f"{page}\x00{text}\x00".encode())
+    return digest.hexdigest()
+
+
+def _parse_group(
+    doc_id: str, source: str, documents: Sequence[Document], ocr: OcrEngine | None
+) -> ParsedDocument:
+    texts = _page_texts(documents)
+    total = max(
+        [max(texts)]
+        + [
+            d.metadata["total_pages"]
+            for d in documents
+            if isinstance(d.metadata.get("total_pages"), int)
+        ]
+    )
+    from_file: ParsedDocument | None = None
+    if os.path.isfile(source):
+        try:
+            from_file = read_pdf(source, doc_id=doc_id, ocr=ocr)
+        except IngestError:
+            from_file = None  # the reader managed where MuPDF did not: keep the reader's text
+    file_pages = {p.page: p for p in from_file.pages} if from_file else {}
+    pages: list[ParsedPage] = []
+    for number, text in texts.items():
+        page = ParsedPage(page=number, text=text)
+        known = file_pages.get(number)
+        if known is not None:
+            page.width, page.height = known.width, known.height
+            if alnum_count(text) < MIN_TEXT_CHARS and (known.ocr or known.unread):
+                page.text, page.ocr, page.unread = known.text, known.ocr, known.unread
+        elif not alnum_count(text):
+            page.unread = True
+        pages.append(page)
+    return ParsedDocument(
+        doc_id=doc_id,
+        doc_version=from_file.doc_version if from_file else _text_version(texts),
+        source=source,
+        n_pages=max(total, from_file.n_pages if from_file else 0),
+        pages=pages,
+        title_hint=from_file.title_hint if from_file else "",
+        toc=from_file.toc if from_file else [],
+        lines=from_file.lines if from_file else [],
+    )
+
+
+def parse_documents(
+    documents: Sequence[Document], *, ocr: OcrEngine | None = None
+) -> tuple[list[ParsedDocument], list[IngestError]]:
+    """Group page Documents by file and read each group; Documents that name no file are failures."""
+    groups: dict[str, tuple[str, list[Document]]] = {}
+    failures: list[IngestError] = []
+    for document in documents:
+        try:
+            doc_id, source = document_file(document)
+        except IngestError as exc:
+            failures.append(exc)
+            continue
+        groups.setdefault(doc_id, (source, []))[1].append(document)
+    parsed: list[ParsedDocument] = []
+    for doc_id, (source, group) in groups.items():
+        try:
+            parsed.append(_parse_group(doc_id, source, group, ocr))
+        except IngestError as exc:
+            failures.append(exc)
+    return parsed, failures

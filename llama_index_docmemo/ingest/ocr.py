@@ -1,0 +1,166 @@
+"""OCR for pages without a text layer (scanned slide decks), on the CPU with nothing downloaded at run time.
+
+Tesseract runs inside MuPDF (``page.get_textpage_ocr``), so only its language data is needed: the Debian
+package ``tesseract-ocr-eng`` (pulled in by ``tesseract-ocr``), Homebrew's ``tesseract``, or any folder named by
+``TESSDATA_PREFIX``. Measured on the dev slide decks it reads a page in about 0.5 s at 200 dpi, some ten times
+faster than rapidocr-onnxruntime, whose output also ran words together.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
+
+import pymupdf
+
+from llama_index_docmemo.errors import DocMemoError
+
+logger = logging.getLogger(__name__)
+
+OcrMode = Literal["auto", "on", "off"] | bool
+
+MIN_TEXT_CHARS = 20
+"""A page whose text layer has fewer letters/digits than this counts as having none."""
+
+MIN_IMAGE_COVER = 0.2
+"""Share of the page that images must cover for a text-less page to be worth OCR."""
+
+_TESSDATA_GLOBS = (
+    "/usr/share/tesseract-ocr/*/tessdata",
+    "/usr/share/tesseract-ocr/tessdata",
+    "/usr/share/tessdata",
+    "/usr/local/share/tessdata",
+    "/usr/local/share/tesseract-ocr/*/tessdata",
+    "/opt/homebrew/share/tessdata",
+    "/opt/local/share/tessdata",
+)
+
+INSTALL_HINT = (
+    "install Tesseract's language data (Debian/Ubuntu: apt-get install tesseract-ocr tesseract-ocr-eng; "
+    "macOS: brew install tesseract) or set TESSDATA_PREFIX to the folder holding eng.traineddata"
+)
+
+
+class OcrUnavailableError(DocMemoError):
+    """OCR was required (``ocr=True``) but no engine can run here."""
+
+
+@runtime_checkable
+class OcrEngine(Protocol):
+    """Reads the text of a rendered page."""
+
+    name: str
+
+    def read(self, page: pymupdf.Page) -> str:
+        """Text of ``page`` as OCR sees it (lines separated by newlines)."""
+        ...
+
+
+def _has_language(folder: str | os.PathLike[str], language: str) -> bool:
+    return all((Path(folder) / f"{lang}.traineddata").is_file() for lang in language.split("+"))
+
+
+def find_tessdata(tessdata: str | None = None, language: str = "eng") -> str | None:
+    """The Tesseract language-data folder holding ``language``, or None when there is none.
+
+    Looks at ``tessdata``, then ``TESSDATA_PREFIX``, then the usual install folders, then asks the
+    ``tesseract`` binary through PyMuPDF (for installs in unusual places).
+    """
+    if tessdata:
+        return tessdata if _has_language(tessdata, language) else None
+    candidates: list[str] = []
+    if os.environ.get("TESSDATA_PREFIX"):
+        candidates.append(os.environ["TESSDATA_PREFIX"])
+    for pattern in _TESSDATA_GLOBS:
+        candidates.extend(sorted(glob.glob(pattern), reverse=True))
+    for folder in candidates:
+        if _has_language(folder, language):
+            return folder
+    try:
+        found = pymupdf.get_tessdata()
+    except Exception:  # the binary is absent or says nothing useful: no Tesseract here
+        return None
+    return found if found and _has_language(found, language) else None
+
+
+_ALNUM = re.compile(r"[^\W_]", re.UNICODE)
+
+
+def alnum_count(text: str) -> int:
+    """Letters and digits in ``text`` (whitespace and punctuation do not make a text layer)."""
+    return len(_ALNUM.findall(text))
+
+
+def needs_ocr(text: str, image_cover: Callable[[], float]) -> bool:
+    """True for a page with (almost) no text layer whose images cover a real part of it.
+
+    ``image_cover`` (share of the page under images) is only called for pages without text.
+    """
+    return alnum_count(text) < MIN_TEXT_CHARS and image_cover() >= MIN_IMAGE_COVER
+
+
+def clean_ocr_text(text: str) -> str:
+    """Drop the specks OCR reads in photos and drawings: lines with under two letters or digits."""
+    lines = (" ".join(line.split()) for line in text.splitlines())
+    return "\n".join(line for line in lines if alnum_count(line) >= 2)
+
+
+class TesseractOcr:
+    """Tesseract through PyMuPDF.
+
+    Args:
+        tessdata: language-data folder (found automatically when None).
+        language: Tesseract language code(s), e.g. "eng" or "eng+deu".
+        dpi: rendering resolution for OCR; 200 read the dev slides better than 150 or 300.
+
+    Raises:
+        OcrUnavailableError: no language data for ``language`` was found.
+    """
+
+    name = "tesseract"
+
+    def __init__(self, tessdata: str | None = None, language: str = "eng", dpi: int = 200) -> None:
+        folder = find_tessdata(tessdata, language)
+        if folder is None:
+            where = f" in {tessdata}" if tessdata else ""
+            raise OcrUnavailableError(
+                f"Tesseract language data '{language}' not found{where}: {INSTALL_HINT}"
+            )
+        self.tessdata = folder
+        self.language = language
+        self.dpi = dpi
+
+    def read(self, page: pymupdf.Page) -> str:
+        textpage = page.get_textpage_ocr(
+            dpi=self.dpi, full=True, tessdata=self.tessdata, language=self.language
+        )
+        return clean_ocr_text(page.get_text(textpage=textpage))
+
+
+def resolve_ocr(ocr: OcrMode | OcrEngine) -> OcrEngine | None:
+    """The engine to use for ``ocr``: "auto" (Tesseract if present), True/"on" (required), False/"off",
+    or an engine.
+
+    With "auto" a missing engine logs a warning and returns None: text-less pages are then indexed with
+    empty text and listed as unread. With True it raises :class:`OcrUnavailableError`.
+    """
+    if isinstance(ocr, OcrEngine):
+        return ocr
+    if ocr is False or ocr == "off":
+        return None
+    if ocr is True or ocr == "on":
+        return TesseractOcr()
+    if ocr != "auto":
+        raise ValueError(
+            f"ocr must be 'auto', 'on', 'off', True, False or an OcrEngine, not {ocr!r}"
+        )
+    try:
+        return TesseractOcr()
+    except OcrUnavailableError as exc:
+        logger.warning("OCR disabled: %s; pages without a text layer get empty text", exc)
+        return None

@@ -1,0 +1,222 @@
+"""DocumentIndexer against in-test store and encoder doubles: skip, replace, batch failures, summaries."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+from llama_index.core.schema import Document
+
+from llama_index_docmemo.encoders.base import PageEncoder
+from llama_index_docmemo.indexing import DocumentIndexer, IndexReport, expand_paths
+from llama_index_docmemo.memory.schema import DocumentSchema
+from llama_index_docmemo.store.base import PageStore
+from llama_index_docmemo.types import (
+    PageEmbedding,
+    PageFilter,
+    PageHit,
+    PageInput,
+    PageRecord,
+    PageRef,
+    QueryEmbedding,
+)
+from tests.ingest_samples import make_bad_files, make_report, make_scanned_slides
+
+
+class LengthEncoder(PageEncoder):
+    """Embeds a page as its text length: enough to check what reached the encoder."""
+
+    name = "length"
+    dim = 2
+
+    def __init__(self) -> None:
+        self.batches: list[list[PageInput]] = []
+
+    def _embed(self, text: str) -> PageEmbedding:
+        vec = np.array([len(text), 1.0], dtype=np.float32)
+        return PageEmbedding(multivector=vec[None, :], pooled=vec)
+
+    def encode_pages(self, pages: Sequence[PageInput]) -> list[PageEmbedding]:
+        self.batches.append(list(pages))
+        return [self._embed(p.text) for p in pages]
+
+    def encode_queries(self, queries: Sequence[str]) -> list[QueryEmbedding]:
+        return [self._embed(q) for q in queries]
+
+
+class DictStore(PageStore):
+    """Keeps schemas and records in dicts; counts upserts."""
+
+    encoder_name = "length"
+    dim = 2
+
+    def __init__(self) -> None:
+        self.schemas: dict[str, DocumentSchema] = {}
+        self.records: dict[str, list[PageRecord]] = {}
+        self.upserts: list[str] = []
+
+    def upsert_document(self, schema, pages, embeddings) -> None:  # type: ignore[override]
+        assert len(pages) == len(embeddings)
+        self.schemas[schema.doc_id] = schema
+        self.records[schema.doc_id] = list(pages)
+        self.upserts.append(schema.doc_id)
+
+    def document_version(self, doc_id: str) -> str | None:
+        schema = self.schemas.get(doc_id)
+        return schema.doc_version if schema else None
+
+    def get_schema(self, doc_id: str) -> DocumentSchema | None:
+        return self.schemas.get(doc_id)
+
+    def list_documents(self, page_filter: PageFilter | None = None) -> list[DocumentSchema]:
+        return list(self.schemas.values())
+
+    def delete_document(self, doc_id: str) -> None:
+        self.schemas.pop(doc_id, None)
+        self.records.pop(doc_id, None)
+
+    def search(self, query, *, limit, page_filter=None, prefetch_limit=None) -> list[PageHit]:  # type: ignore[override]
+        return []
+
+    def get_pages(self, refs: Sequence[PageRef], page_filter=None) -> list[PageRecord]:  # type: ignore[override]
+        return [r for ref in refs for r in self.records.get(ref.doc_id, []) if r.page == ref.page]
+
+    def count_pages(self, page_filter: PageFilter | None = None) -> int:
+        return sum(len(r) for r in self.records.values())
+
+    def close(self) -> None:
+        pass
+
+
+class FixedOcr:
+    name = "fixed"
+
+    def read(self, page: object) -> str:
+        return "Scanned slide words about market share"
+
+
+@pytest.fixture
+def parts() -> tuple[DictStore, LengthEncoder]:
+    return DictStore(), LengthEncoder()
+
+
+def test_index_paths_writes_records_schema_and_embeddings(tmp_path: Path, parts) -> None:
+    store, encoder = parts
+    path = make_report(tmp_path / "report.pdf")
+    indexer = DocumentIndexer(store, encoder, ocr=False, batch_size=2)
+    report = indexer.index_paths([path], tenant="acme", acl=["finance"])
+    assert report.indexed == [str(path)] and report.pages == 5 and report.ok
+    assert [len(b) for b in encoder.batches] == [2, 2, 1]
+    records = store.records["report.pdf"]
+    assert [r.page for r in records] == [1, 2, 3, 4, 5]
+    assert records[2].section == "1 Introduction > 1.1 Background"
+    assert records[0].tenant == "acme" and records[0].acl == ["finance"]
+    assert records[0].n_pages == 5 and records[0].width == 595
+    assert store.schemas["report.pdf"].tenant == "acme"
+    image = encoder.batches[0][1].load_image()
+    assert max(image.size) == 1500
+
+
+def test_unchanged_file_is_skipped_and_changed_file_replaced(tmp_path: Path, parts) -> None:
+    store, encoder = parts
+    path = make_report(tmp_path / "report.pdf")
+    indexer = DocumentIndexer(store, encoder, ocr=False)
+    indexer.index_paths([path])
+    again = indexer.index_paths([path])
+    assert again.unchanged == [str(path)] and again.indexed == [] and again.pages == 0
+    assert store.upserts == ["report.pdf"]
+    make_report(path, extra="A new closing remark on page five")
+    changed = indexer.index_paths([path])
+    assert changed.indexed == [str(path)]
+    assert "closing remark" in store.records["report.pdf"][4].text
+    moved = indexer.index_paths([path], tenant="other")
+    assert moved.indexed == [str(path)], "new access fields re-index an unchanged file"
+
+
+def test_bad_files_are_listed_and_good_ones_indexed(tmp_path: Path, parts) -> None:
+    store, encoder = parts
+    good = make_report(tmp_path / "docs" / "good.pdf")
+    bad = make_bad_files(tmp_path / "docs" / "bad", good)
+    report = DocumentIndexer(store, encoder, ocr=False).index_paths(
+        [tmp_path / "docs", tmp_path / "absent.pdf", bad["not a PDF"]]
+    )
+    assert report.indexed == [str(good)]
+    reasons = dict(report.failed)
+    assert len(reasons) == 7
+    for kind, path in bad.items():
+        assert kind in reasons[str(path)]
+    assert reasons[str(tmp_path / "absent.pdf")] == "no such file or folder"
+    assert "7 failed" in report.summary()
+
+
+def test_same_file_name_twice_in_a_batch_fails_the_second(tmp_path: Path, parts) -> None:
+    store, encoder = parts
+    first = make_report(tmp_path / "a" / "r.pdf")
+    second = make_report(tmp_path / "b" / "r.pdf", extra="other")
+    report = DocumentIndexer(store, encoder, ocr=False).index_paths([first, second, first])
+    assert report.indexed == [str(first)]
+    assert report.failed[0][0] == str(second) and "already taken" in report.failed[0][1]
+
+
+def test_unread_pages_are_reported_with_a_warning(tmp_path: Path, parts) -> None:
+    store, encoder = parts
+    deck = make_scanned_slides(tmp_path / "deck.pdf", ["Plan", "Goals"])
+    report = DocumentIndexer(store, encoder, ocr=False).index_paths([deck])
+    assert report.unread_pages == {"deck.pdf": [1, 2]} and report.indexed
+    assert "OCR is off" in report.warnings[0]
+    ocred = DocumentIndexer(DictStore(), encoder, ocr=FixedOcr()).index_paths([deck])
+    assert ocred.ocr_pages == 2 and not ocred.warnings
+
+
+def test_summarizer_replaces_first_lines_where_it_answers(tmp_path: Path, parts) -> None:
+    store, encoder = parts
+
+    def vlm_summaries(schema: DocumentSchema, pages: Sequence[PageRecord]) -> dict[int, str]:
+        assert len(pages) == schema.n_pages
+        return {2: "Why widgets matter", 3: ""}
+
+    DocumentIndexer(store, encoder, ocr=False, summarizer=vlm_summaries).index_paths(
+        [make_report(tmp_path / "r.pdf")]
+    )
+    schema = store.schemas["r.pdf"]
+    assert schema.summary_of(2) == "Why widgets matter"
+    assert schema.summary_of(3).startswith("1.1 Background")
+    assert schema.summaries_by == "vlm_summaries"
+
+
+def test_index_documents_and_skip_on_second_run(tmp_path: Path, parts) -> None:
+    store, encoder = parts
+    docs = [
+        Document(text="Alpha page", metadata={"file_name": "memo.pdf", "source": "1"}),
+        Document(text="Beta page", metadata={"file_name": "memo.pdf", "source": "2"}),
+        Document(text="orphan", id_="x"),
+    ]
+    indexer = DocumentIndexer(store, encoder, ocr=False)
+    report = indexer.index_documents(docs)
+    assert report.indexed == ["memo.pdf"] and report.pages == 2
+    assert report.failed == [("Document x", report.failed[0][1])]
+    assert encoder.batches[0][0].load_image is None, "no file: nothing to render"
+    assert indexer.index_documents(docs[:2]).unchanged == ["memo.pdf"]
+
+
+def test_expand_paths_recurses_folders_for_pdfs_only(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    for name in ("b.pdf", "a.PDF", "sub/c.pdf", "notes.txt"):
+        (tmp_path / name).write_bytes(b"%PDF-")
+    files, missing = expand_paths([tmp_path, tmp_path / "b.pdf", tmp_path / "nope"])
+    assert [f.relative_to(tmp_path).as_posix() for f in files] == ["a.PDF", "b.pdf", "sub/c.pdf"]
+    assert missing == [str(tmp_path / "nope")]
+
+
+def test_report_summary_lists_failures() -> None:
+    report = IndexReport(indexed=["a.pdf"], failed=[("b.pdf", "encrypted")], pages=3, seconds=1.5)
+    text = report.summary()
+    assert text.splitlines()[0].startswith("indexed 1 documents (3 pages, 0 by OCR)")
+    assert "FAILED b.pdf: encrypted" in text and not report.ok
+
+
+def test_bad_batch_size(parts) -> None:
+    with pytest.raises(ValueError, match="batch_size"):
+        DocumentIndexer(*parts, ocr=False, batch_size=0)
