@@ -1,0 +1,76 @@
+"""Generated PDFs with real ruled tables and vector bar charts, for the crop tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pymupdf
+
+ROWS = [
+    ["Region", "Revenue", "Profit", "Staff"],
+    ["North", "1200", "300", "45"],
+    ["South", "980", "210", "38"],
+    ["East", "1430", "390", "51"],
+    ["West", "760", "120", "29"],
+]
+TABLE_BOX = (72.0, 220.0, 512.0, 320.0)
+CHART_BARS_BOX = (100.0, 420.0, 400.0, 620.0)
+
+
+def draw_table(
+    page: pymupdf.Page, x0: float, y0: float, caption: str, rows: list[list[str]] = ROWS
+) -> None:
+    """A fully ruled grid: 110 pt columns, 20 pt rows, caption 8 pt above."""
+    cw, rh = 110.0, 20.0
+    page.insert_text((x0, y0 - 8), caption, fontsize=10)
+    for r, row in enumerate(rows):
+        for c, cell in enumerate(row):
+            page.insert_text((x0 + c * cw + 4, y0 + r * rh + 14), cell, fontsize=10)
+    ncols = len(rows[0])
+    for r in range(len(rows) + 1):
+        page.draw_line((x0, y0 + r * rh), (x0 + ncols * cw, y0 + r * rh))
+    for c in range(ncols + 1):
+        page.draw_line((x0 + c * cw, y0), (x0 + c * cw, y0 + len(rows) * rh))
+
+
+def draw_bar_chart(page: pymupdf.Page, x0: float, base: float, caption: str) -> None:
+    """Axes, four filled bars and their labels, caption below."""
+    page.draw_line((x0, base), (x0 + 300, base))
+    page.draw_line((x0, base), (x0, base - 200))
+    for i, h in enumerate([120, 80, 160, 60]):
+        rect = pymupdf.Rect(x0 + 20 + i * 70, base - h, x0 + 70 + i * 70, base)
+        page.draw_rect(rect, color=(0, 0, 0), fill=(0.2, 0.4, 0.8))
+        page.insert_text((x0 + 25 + i * 70, base + 14), ROWS[i + 1][0], fontsize=9)
+    page.insert_text((x0, base + 40), caption, fontsize=10)
+
+
+def make_report_pdf(path: Path) -> Path:
+    """Page 1: prose, a revenue table and a staff bar chart. Page 2: prose only. Page 3: seven small tables."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=612, height=792)
+    page.insert_text((72, 72), "Quarterly report of the Example Company", fontsize=16)
+    for i in range(6):
+        page.insert_text(
+            (72, 100 + 14 * i),
+            "Revenue grew in every region and the outlook is stable.",
+            fontsize=10,
+        )
+    draw_table(page, TABLE_BOX[0], TABLE_BOX[1], "Table 1: Revenue by region in 2023")
+    draw_bar_chart(page, CHART_BARS_BOX[0], CHART_BARS_BOX[3], "Figure 2: Staff count by region")
+    prose = doc.new_page(width=612, height=792)
+    for i in range(30):
+        prose.insert_text(
+            (72, 72 + 20 * i), "Management discussion of results without any table.", fontsize=10
+        )
+    many = doc.new_page(width=612, height=792)
+    for i in range(7):
+        draw_table(
+            many,
+            72 + (i % 2) * 260,
+            60 + (i // 2) * 180,
+            f"Table {i + 3}: Segment {i}",
+            [r[:2] for r in ROWS],
+        )
+    doc.save(str(path))
+    doc.close()
+    return path

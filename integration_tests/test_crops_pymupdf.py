@@ -1,0 +1,79 @@
+"""PyMuPDF detection on generated PDFs (ruled tables, vector bar charts) and on real report pages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from crops_pdfs import CHART_BARS_BOX, TABLE_BOX, make_report_pdf
+
+from llama_index_docmemo.errors import IngestError
+from llama_index_docmemo.ingest.layout import (
+    DetectOptions,
+    detect_layout_pymupdf,
+    iou,
+    layout_model_available,
+)
+
+WITH_MODEL = pytest.param(
+    DetectOptions(),
+    marks=pytest.mark.skipif(not layout_model_available(), reason="pymupdf-layout not installed"),
+    id="layout-model",
+)
+LINES_ONLY = pytest.param(DetectOptions(layout_model=False), id="no-layout-model")
+
+
+@pytest.fixture(scope="module")
+def report_pdf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_report_pdf(tmp_path_factory.mktemp("pdf") / "report.pdf")
+
+
+@pytest.mark.parametrize("options", [WITH_MODEL, LINES_ONLY])
+def test_table_and_chart_found_with_captions(report_pdf: Path, options: DetectOptions) -> None:
+    blocks = detect_layout_pymupdf(report_pdf, 1, options)
+    (table,) = [b for b in blocks if b.kind == "table"]
+    assert iou(table.bbox, TABLE_BOX) > 0.95
+    assert table.caption == "Table 1: Revenue by region in 2023"
+    assert table.text.splitlines()[0] == "Region | Revenue | Profit | Staff"
+    assert "East | 1430 | 390 | 51" in table.text
+    (chart,) = [b for b in blocks if b.kind == "chart"]
+    assert iou(chart.bbox, CHART_BARS_BOX) > 0.8
+    assert chart.caption == "Figure 2: Staff count by region"
+    assert all(b.source == "pymupdf" and b.page == 1 for b in blocks)
+
+
+def test_prose_page_has_no_crop_blocks(report_pdf: Path) -> None:
+    assert [
+        b for b in detect_layout_pymupdf(report_pdf, 2) if b.kind in ("table", "chart", "figure")
+    ] == []
+
+
+def test_plain_ruled_grids_keep_their_full_extent(report_pdf: Path) -> None:
+    """The default find_tables(use_layout=False) returns each whole grid (use_layout=True cut columns off here)."""
+    tables = [b for b in detect_layout_pymupdf(report_pdf, 3) if b.kind == "table"]
+    assert len(tables) == 7
+    assert all(
+        b.width == pytest.approx(220, abs=1) and b.height == pytest.approx(100, abs=1)
+        for b in tables
+    )
+    assert sorted(b.caption for b in tables)[0] == "Table 3: Segment 0"
+
+
+def test_bad_page_and_bad_file_are_named(report_pdf: Path, tmp_path: Path) -> None:
+    with pytest.raises(IngestError, match=r"page 9 outside 1\.\.3"):
+        detect_layout_pymupdf(report_pdf, 9)
+    bogus = tmp_path / "bogus.pdf"
+    bogus.write_bytes(b"not a pdf")
+    with pytest.raises(IngestError, match="bogus.pdf"):
+        detect_layout_pymupdf(bogus, 1)
+
+
+@pytest.mark.data
+def test_real_report_table_and_chart(mmlongbench_dir: Path) -> None:
+    """Pew report: page 19 has a sample-size table, page 5 a vector chart (gold boxes from MMLongBench-Doc)."""
+    pdf = mmlongbench_dir / "pdfs" / "PH_2016.06.08_Economy-Final.pdf"
+    table_gold, chart_gold = (64, 274, 546, 389), (366, 229, 514, 383)
+    tables = [b for b in detect_layout_pymupdf(pdf, 19) if b.kind == "table"]
+    assert max(iou(b.bbox, table_gold) for b in tables) >= 0.5
+    charts = [b for b in detect_layout_pymupdf(pdf, 5) if b.kind in ("chart", "figure")]
+    assert max(iou(b.bbox, chart_gold) for b in charts) >= 0.5

@@ -1,0 +1,300 @@
+"""Layout detection with PyMuPDF alone: the fallback when no MinerU output exists for a document.
+
+Four signals, each catching what the others miss: PyMuPDF 2.0's bundled layout model (``pymupdf.layout``:
+table/picture/caption/formula regions), the line-based table finder, raster image rectangles and clusters of
+vector drawings (bar and line charts drawn as paths, which the layout model often reduces to their labels).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pymupdf
+
+from llama_index_docmemo.errors import IngestError
+from llama_index_docmemo.ingest.layout.blocks import (
+    BBox,
+    LayoutBlock,
+    area,
+    containment,
+    iou,
+    union_box,
+)
+
+SOURCE = "pymupdf"
+_CAPTION_START = re.compile(
+    r"^\s*(table|tab\.|figure|fig\.|chart|exhibit|graph|diagram)\s*[\dIVX]*", re.I
+)
+_MAX_TEXT = 4000
+
+
+@dataclass(frozen=True)
+class DetectOptions:
+    """Knobs of :func:`detect_layout_pymupdf`.
+
+    Args:
+        layout_model: run PyMuPDF's layout model (needs ``pymupdf-layout``; skipped when absent).
+        table_use_layout: ``find_tables(use_layout=...)``. False runs the line finder on the whole page
+            (keeps plain ruled grids the layout gate can drop); True lets the layout model gate and complete it.
+        min_side: smallest width/height (points) of a table, chart or figure kept.
+        max_page_share: graphics covering more of the page than this are backgrounds, not figures.
+        caption_gap: largest vertical gap (points) between a block and its caption.
+    """
+
+    layout_model: bool = True
+    table_use_layout: bool = False
+    min_side: float = 24.0
+    max_page_share: float = 0.85
+    caption_gap: float = 40.0
+
+
+def layout_model_available() -> bool:
+    """Whether PyMuPDF's layout model (the ``pymupdf-layout`` package) can be activated."""
+    return importlib.util.find_spec("pymupdf.layout") is not None
+
+
+def _activate_layout_model() -> bool:
+    if not layout_model_available():
+        return False
+    import pymupdf.layout  # noqa: F401  (activation hooks page.get_layout into pymupdf)
+
+    return True
+
+
+def detect_layout_pymupdf(
+    pdf: str | Path | pymupdf.Document, page: int, options: DetectOptions | None = None
+) -> list[LayoutBlock]:
+    """Tables, charts, figures, equations and captions of one page (1-based), boxes in points.
+
+    ``pdf`` may be an open document so that several pages of one file share one open.
+    """
+    opts = options or DetectOptions()
+    if isinstance(pdf, pymupdf.Document):
+        return _detect_page(pdf, page, opts)
+    try:
+        doc = pymupdf.open(str(pdf))
+    except Exception as exc:  # pymupdf raises several types for unreadable files
+        raise IngestError(str(pdf), f"cannot open as PDF: {exc}") from exc
+    with doc:
+        return _detect_page(doc, page, opts)
+
+
+def _detect_page(doc: pymupdf.Document, page_no: int, opts: DetectOptions) -> list[LayoutBlock]:
+    if not 1 <= page_no <= doc.page_count:
+        raise IngestError(doc.name, f"page {page_no} outside 1..{doc.page_count}", page=page_no)
+    page = doc[page_no - 1]
+    page_box: BBox = tuple(page.rect)  # type: ignore[assignment]
+    regions = _layout_regions(page, opts)
+    pictures = [r.bbox for r in regions if r.kind == "figure"]
+    # Line grids inside a picture are a chart's axes and gridlines, not a table.
+    tables = [t for t in _tables(page, opts) if all(containment(t.bbox, p) < 0.5 for p in pictures)]
+    tables += [
+        _Region("table", r.bbox, "")
+        for r in regions
+        if r.kind == "table" and all(iou(r.bbox, t.bbox) < 0.5 for t in tables)
+    ]
+    graphics = _graphics(page, regions, tables, page_box, opts)
+    captions = [r for r in regions if r.kind == "caption"] + _caption_lines(page, regions)
+    equations = [r for r in regions if r.kind == "equation"]
+    titles = [
+        r for r in regions if r.kind == "title"
+    ]  # charts in reports are often titled, not captioned
+
+    blocks: list[LayoutBlock] = []
+    for region in tables + graphics:
+        if min(region.width, region.height) < opts.min_side:
+            continue
+        caption = _caption_for(page, region.bbox, captions, opts.caption_gap) or _caption_for(
+            page, region.bbox, titles, opts.caption_gap, above_only=True
+        )
+        text = region.text or _clip_text(page, region.bbox)
+        blocks.append(
+            LayoutBlock(
+                page=page_no,
+                kind=region.kind,
+                bbox=region.bbox,
+                caption=caption,
+                text=text[:_MAX_TEXT],
+                source=SOURCE,
+            )
+        )
+    for region in equations:
+        blocks.append(
+            LayoutBlock(
+                page=page_no,
+                kind="equation",
+                bbox=region.bbox,
+                text=_clip_text(page, region.bbox),
+                source=SOURCE,
+            )
+        )
+    for region in captions:
+        blocks.append(
+            LayoutBlock(
+                page=page_no,
+                kind="caption",
+                bbox=region.bbox,
+                text=_clip_text(page, region.bbox),
+                source=SOURCE,
+            )
+        )
+    return blocks
+
+
+@dataclass
+class _Region:
+    kind: str
+    bbox: BBox
+    text: str = ""
+
+    @property
+    def width(self) -> float:
+        return self.bbox[2] - self.bbox[0]
+
+    @property
+    def height(self) -> float:
+        return self.bbox[3] - self.bbox[1]
+
+
+_MODEL_KINDS = {
+    "table": "table",
+    "picture": "figure",
+    "caption": "caption",
+    "formula": "equation",
+    "section-header": "title",
+}
+
+
+def _layout_regions(page: pymupdf.Page, opts: DetectOptions) -> list[_Region]:
+    if not opts.layout_model or not _activate_layout_model():
+        return []
+    if page.layout_information is None:
+        page.get_layout()
+    out: list[_Region] = []
+    for item in page.layout_information or []:
+        kind = _MODEL_KINDS.get(str(item[-1]))
+        if kind:
+            out.append(_Region(kind, _box(item[:4])))
+    return out
+
+
+def _tables(page: pymupdf.Page, opts: DetectOptions) -> list[_Region]:
+    use_layout = opts.table_use_layout and opts.layout_model and _activate_layout_model()
+    found = page.find_tables(use_layout=use_layout)
+    out: list[_Region] = []
+    for table in found.tables:
+        try:
+            rows = table.extract()
+        except Exception:  # a degenerate grid has no cells to read; its region is still a table
+            rows = []
+        text = "\n".join(
+            " | ".join(" ".join(str(c).split()) for c in row if c) for row in rows if any(row)
+        )
+        out.append(_Region("table", _box(table.bbox), text))
+    return out
+
+
+def _graphics(
+    page: pymupdf.Page,
+    regions: list[_Region],
+    tables: list[_Region],
+    page_box: BBox,
+    opts: DetectOptions,
+) -> list[_Region]:
+    """Charts (vector drawing clusters) and figures (raster images, layout pictures), merged."""
+    max_area = opts.max_page_share * area(page_box)
+    drawings = page.get_drawings()
+    clusters = page.cluster_drawings(drawings=drawings) if drawings else []
+    candidates: list[_Region] = []
+    for rect in clusters:
+        box = _box(rect)
+        members = sum(1 for d in drawings if containment(_box(d["rect"]), box) > 0.9)
+        if members >= 3:
+            candidates.append(_Region("chart", box))
+    for info in page.get_image_info():
+        candidates.append(_Region("figure", _box(info["bbox"])))
+    candidates += [r for r in regions if r.kind == "figure"]
+    kept = [
+        c
+        for c in candidates
+        if 0 < area(c.bbox) <= max_area and all(containment(c.bbox, t.bbox) < 0.6 for t in tables)
+    ]
+    return _merge_graphics(kept)
+
+
+def _merge_graphics(items: list[_Region]) -> list[_Region]:
+    """Join overlapping or touching graphics: a chart's bars and its labels become one region."""
+    merged = list(items)
+    changed = True
+    while changed:
+        changed = False
+        for i in range(len(merged)):
+            for j in range(i + 1, len(merged)):
+                a, b = merged[i], merged[j]
+                if _belong_together(a.bbox, b.bbox):
+                    kind = "chart" if "chart" in (a.kind, b.kind) else "figure"
+                    merged[i] = _Region(kind, union_box(a.bbox, b.bbox))
+                    del merged[j]
+                    changed = True
+                    break
+            if changed:
+                break
+    return merged
+
+
+def _belong_together(a: BBox, b: BBox, gap: float = 10.0) -> bool:
+    if iou(a, b) >= 0.3 or containment(a, b) >= 0.8 or containment(b, a) >= 0.8:
+        return True
+    grown = (a[0] - gap, a[1] - gap, a[2] + gap, a[3] + gap)
+    return containment(b, grown) > 0.0 and _overlap_1d(a[0], a[2], b[0], b[2]) > 0.5 * min(
+        a[2] - a[0], b[2] - b[0]
+    )
+
+
+def _overlap_1d(a0: float, a1: float, b0: float, b1: float) -> float:
+    return max(0.0, min(a1, b1) - max(a0, b0))
+
+
+def _caption_lines(page: pymupdf.Page, regions: list[_Region]) -> list[_Region]:
+    """Text blocks that read like captions ("Table 3", "Figure 2:") the layout model did not mark."""
+    known = [r.bbox for r in regions if r.kind == "caption"]
+    out: list[_Region] = []
+    for block in page.get_text("blocks"):
+        x0, y0, x1, y1, text, _, block_type = block[:7]
+        box = (float(x0), float(y0), float(x1), float(y1))
+        if block_type != 0 or not _CAPTION_START.match(text) or len(text) > 400:
+            continue
+        if all(iou(box, k) < 0.5 for k in known):
+            out.append(_Region("caption", box))
+    return out
+
+
+def _caption_for(
+    page: pymupdf.Page, box: BBox, captions: list[_Region], max_gap: float, above_only: bool = False
+) -> str:
+    """Text of the caption nearest above or below ``box`` that shares its columns."""
+    best: tuple[float, BBox] | None = None
+    for cap in captions:
+        c = cap.bbox
+        if _overlap_1d(box[0], box[2], c[0], c[2]) <= 0:
+            continue
+        below = c[1] >= box[3] - 2
+        if below and above_only:
+            continue
+        gap = c[1] - box[3] if below else box[1] - c[3]
+        if -2 <= gap <= max_gap and (best is None or gap < best[0]):
+            best = (gap, c)
+    return _clip_text(page, best[1]) if best else ""
+
+
+def _clip_text(page: pymupdf.Page, box: BBox) -> str:
+    return " ".join(page.get_text("text", clip=pymupdf.Rect(box)).split())
+
+
+def _box(value: Any) -> BBox:
+    x0, y0, x1, y1 = (float(v) for v in list(value)[:4])
+    return (x0, y0, x1, y1)
