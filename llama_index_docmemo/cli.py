@@ -119,14 +119,27 @@ def cmd_index(args: argparse.Namespace) -> int:
 
         summarizer = VLMPageSummarizer(llm)
     with _store(args, encoder) as store:
-        indexer = DocumentIndexer(
-            store, encoder, ocr=args.ocr, summarizer=summarizer, layout=args.layout
-        )
+        indexer = DocumentIndexer(store, encoder, ocr=args.ocr, summarizer=summarizer)
         report = indexer.index_paths(
             args.paths, tenant=args.tenant, acl=args.acl or None, progress=not args.quiet
         )
+        if args.layout != "none":
+            _index_layouts(store, report.indexed, args.layout)
     print(report.summary())
     return 1 if report.failed else 0
+
+
+def _index_layouts(store: Any, sources: list[str], method: str) -> None:
+    """Compute and cache table/figure layout for newly indexed files (crops at query time)."""
+    from llama_index_docmemo.ingest.layout.mineru_cli import index_layout
+    from llama_index_docmemo.ingest.pdf import file_sha256
+    from llama_index_docmemo.postprocessors.crops import CropPostprocessor
+
+    cache = CropPostprocessor().layout_cache
+    for source in sources:
+        blocks = index_layout(source, file_sha256(source), cache, method=method)
+        n = sum(len(b) for b in blocks.values())
+        print(f"layout ({method}): {source}: {n} blocks on {len(blocks)} pages")
 
 
 def cmd_search(args: argparse.Namespace) -> int:

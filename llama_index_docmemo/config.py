@@ -42,6 +42,7 @@ class DocMemoConfig(BaseModel):
     bayesian_update: bool = True
     propagation: bool = True
     adaptive_granularity: bool = True
+    max_table_crops: int = Field(5, ge=0)
     static: bool = False
     llm_rerank: bool = False
     reread_useful: bool = False

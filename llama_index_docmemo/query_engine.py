@@ -133,7 +133,9 @@ class DocMemoQueryEngine(BaseQueryEngine):
         **kwargs: Any,
     ) -> DocMemoQueryEngine:
         """Wire an engine: default CPU encoder, and the VLM reasoner when an ``llm`` is given
-        (else the offline reasoner, which needs no model)."""
+        (else the offline reasoner, which needs no model). With an ``llm`` and
+        ``config.adaptive_granularity``, table/figure crops are added for it to look at; the
+        offline reasoner gets crops only when a ``crop_postprocessor`` is passed."""
         if encoder is None:
             from llama_index_docmemo.encoders import default_encoder
 
@@ -148,6 +150,10 @@ class DocMemoQueryEngine(BaseQueryEngine):
 
                 reasoner = OfflineReasoner()
         config = config or DocMemoConfig()
+        if crop_postprocessor is None and llm is not None and config.adaptive_granularity:
+            from llama_index_docmemo.postprocessors.crops import CropPostprocessor
+
+            crop_postprocessor = CropPostprocessor()
         if reranker is None and llm is not None and config.llm_rerank:
             from llama_index_docmemo.reasoning.reranker import LLMReranker
 
@@ -208,7 +214,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
         state, cfg = loop.state, self.config
         if cfg.max_llm_calls is not None and state.llm_calls >= cfg.max_llm_calls:
             return None
-        crops = self._crops(selection)
+        crops = self._crops(loop, selection)
         loop.crops.extend(crops)
         final = selection.round >= cfg.effective_rounds or (
             cfg.max_llm_calls is not None and state.llm_calls + 1 >= cfg.max_llm_calls
@@ -227,7 +233,8 @@ class DocMemoQueryEngine(BaseQueryEngine):
             pages_in_scope=state.pages_in_scope,
         )
 
-    def _crops(self, selection: RoundSelection) -> list[NodeWithScore]:
+    def _crops(self, loop: _Loop, selection: RoundSelection) -> list[NodeWithScore]:
+        """Crops of the round's pages, within the per-query cap on table crops."""
         if self.crop_postprocessor is None or not self.config.adaptive_granularity:
             return []
         nodes = [
@@ -235,7 +242,17 @@ class DocMemoQueryEngine(BaseQueryEngine):
             for r, s in zip(selection.pages, selection.scores, strict=True)
         ]
         out = self.crop_postprocessor.postprocess_nodes(nodes, QueryBundle(selection.query))
-        return [n for n in out if n.node.metadata.get("kind") != "page"]
+        tables_left = self.config.max_table_crops - sum(
+            c.node.metadata.get("kind") == "table" for c in loop.crops
+        )
+        crops = []
+        for node in out:
+            kind = node.node.metadata.get("kind")
+            if kind == "page" or (kind == "table" and tables_left <= 0):
+                continue
+            tables_left -= kind == "table"
+            crops.append(node)
+        return crops
 
     def _end(self, loop: _Loop, selection: RoundSelection, feedback: Feedback | None) -> bool:
         """Apply the round's feedback; True when the loop should stop."""

@@ -1,0 +1,15 @@
+"""Page and query encoders: the contract, the default CPU encoder, and lookup by stored name."""
+
+from llama_index_docmemo.encoders.base import PageEncoder
+from llama_index_docmemo.encoders.factory import DEFAULT_ENCODER, default_encoder, load_encoder
+from llama_index_docmemo.encoders.lexical import Bm25Lexical
+from llama_index_docmemo.encoders.wordllama import WordLlamaEncoder
+
+__all__ = [
+    "DEFAULT_ENCODER",
+    "Bm25Lexical",
+    "PageEncoder",
+    "WordLlamaEncoder",
+    "default_encoder",
+    "load_encoder",
+]

@@ -35,6 +35,10 @@ IDF_SCOPES: tuple[str, ...] = ("filter", "collection")
 
 DEFAULT_PREFETCH = 200
 RRF_K = 2  # Qdrant's own default ranking constant, set explicitly so both backends agree
+# RRF weights of the (dense, lexical) branches. With the CPU encoder the lexical branch carries
+# most of the signal: on MMLongBench-Doc weight 3 gave recall@5 0.643 vs 0.622 with equal weights
+# (benchmarks/retrieval_recall.py). A dense-only encoder (ColQwen) has no lexical branch.
+RRF_WEIGHTS = [1.0, 3.0]
 LAYOUT_VERSION = 1
 
 PAGE_FIELDS: tuple[str, ...] = (

@@ -123,7 +123,7 @@ def query_request(plan: L.SearchPlan) -> dict[str, Any]:
         params=idf,
     )
     fusion: models.RrfQuery | models.FusionQuery = (
-        models.RrfQuery(rrf=models.Rrf(k=L.RRF_K))
+        models.RrfQuery(rrf=models.Rrf(k=L.RRF_K, weights=L.RRF_WEIGHTS))
         if plan.fusion == "rrf"
         else models.FusionQuery(fusion=models.Fusion.DBSF)
     )

@@ -1,0 +1,34 @@
+"""Encoders by name: the default CPU encoder, and the one a store was filled with."""
+
+from __future__ import annotations
+
+import re
+
+from llama_index_docmemo.encoders.base import PageEncoder
+from llama_index_docmemo.encoders.wordllama import WordLlamaEncoder
+
+DEFAULT_ENCODER = "wordllama-l2-256-w24+bm25"
+
+_WORDLLAMA = re.compile(r"wordllama-l2-(?P<dim>\d+)-w(?P<window>\d+)(?P<bm25>\+bm25)?")
+
+
+def default_encoder() -> WordLlamaEncoder:
+    """The CPU encoder chosen by ``benchmarks/retrieval_recall.py``; loads from its wheel only."""
+    return WordLlamaEncoder()
+
+
+def load_encoder(name: str) -> PageEncoder:
+    """The encoder whose :attr:`PageEncoder.name` is ``name`` (as stored with a page store).
+
+    Raises:
+        ValueError: ``name`` is not an encoder this package can rebuild from its name.
+    """
+    match = _WORDLLAMA.fullmatch(name)
+    if match is None:
+        raise ValueError(
+            f"unknown encoder name {name!r}: expected 'wordllama-l2-<dim>-w<window>[+bm25]' "
+            f"(the default is {DEFAULT_ENCODER!r})"
+        )
+    return WordLlamaEncoder(
+        dim=int(match["dim"]), window=int(match["window"]), lexical=match["bm25"] is not None
+    )
