@@ -1,0 +1,157 @@
+"""Evaluation datasets: a folder with ``qa.jsonl`` (questions with gold evidence pages) and ``pdfs/``.
+
+Format (one JSON object per line of ``qa.jsonl``; bring your own documents in the same shape)::
+
+    {"qid": "q-001",                      # unique id (used to resume a run)
+     "doc": "annual-report.pdf",          # file name inside pdfs/
+     "question": "What was the 2023 revenue?",
+     "answer": "4.2",                     # gold answer; "Not answerable" when the document lacks it
+     "evidence_pages": [12, 13],          # 1-based pages holding the evidence; [] when unanswerable
+     "answer_format": "Float",            # optional: Str | Int | Float | List | None (scoring rule)
+     "evidence_valid": true}              # optional: false excludes the question from page metrics
+
+Other keys are kept in ``QAItem.extra`` and ignored by the harness.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llama_index_docmemo.errors import DocMemoError
+from llama_index_docmemo.types import PageRef
+
+ANSWER_FORMATS = ("Str", "Int", "Float", "List", "None")
+_REQUIRED = ("qid", "doc", "question", "answer", "evidence_pages")
+
+
+class DatasetError(DocMemoError):
+    """The dataset folder or one of its lines does not follow the documented format."""
+
+
+@dataclass(frozen=True)
+class QAItem:
+    """One evaluation question with its gold answer and gold evidence pages."""
+
+    qid: str
+    doc: str
+    question: str
+    answer: str
+    evidence_pages: tuple[int, ...]
+    answer_format: str | None = None
+    evidence_valid: bool = True
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def gold(self) -> frozenset[PageRef]:
+        return frozenset(PageRef(self.doc, p) for p in self.evidence_pages)
+
+    @property
+    def scored_on_pages(self) -> bool:
+        """Whether page metrics (recall, all-hit) apply: valid labels and at least one gold page."""
+        return self.evidence_valid and bool(self.evidence_pages)
+
+
+@dataclass
+class EvalDataset:
+    """The questions of one dataset folder and where their PDFs are."""
+
+    name: str
+    root: Path
+    items: list[QAItem]
+
+    @property
+    def pdf_dir(self) -> Path:
+        return self.root / "pdfs"
+
+    @property
+    def docs(self) -> list[str]:
+        return sorted({item.doc for item in self.items})
+
+    def pdf_path(self, doc: str) -> Path:
+        return self.pdf_dir / doc
+
+    def __iter__(self) -> Iterator[QAItem]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+def parse_item(row: dict[str, Any], where: str) -> QAItem:
+    """One ``qa.jsonl`` object -> :class:`QAItem`; errors name ``where`` (file:line) and the field."""
+    missing = [key for key in _REQUIRED if key not in row]
+    if missing:
+        raise DatasetError(f"{where}: missing field(s) {', '.join(missing)}")
+    pages = row["evidence_pages"]
+    valid = bool(row.get("evidence_valid", True))
+    if not isinstance(pages, list) or not all(
+        isinstance(p, int) and not isinstance(p, bool) and (p >= 1 or not valid) for p in pages
+    ):
+        raise DatasetError(
+            f"{where}: field evidence_pages must be a list of 1-based page numbers "
+            "(out-of-range labels need evidence_valid: false)"
+        )
+    fmt = row.get("answer_format")
+    if fmt is not None and fmt not in ANSWER_FORMATS:
+        raise DatasetError(
+            f"{where}: field answer_format is {fmt!r}, expected one of {', '.join(ANSWER_FORMATS)} or null"
+        )
+    known = set(_REQUIRED) | {"answer_format", "evidence_valid"}
+    return QAItem(
+        qid=str(row["qid"]),
+        doc=str(row["doc"]),
+        question=str(row["question"]),
+        answer=str(row["answer"]),
+        evidence_pages=tuple(sorted(set(pages))),
+        answer_format=fmt,
+        evidence_valid=valid,
+        extra={k: v for k, v in row.items() if k not in known},
+    )
+
+
+def load_dataset(
+    root: str | Path, *, limit: int | None = None, check_pdfs: bool = True
+) -> EvalDataset:
+    """Read ``root/qa.jsonl`` (and check that every referenced PDF is in ``root/pdfs``).
+
+    Args:
+        root: the dataset folder.
+        limit: keep only the first ``limit`` questions (quick runs).
+        check_pdfs: fail early, naming the file, when a question's PDF is absent.
+    """
+    root = Path(root)
+    qa = root / "qa.jsonl"
+    if not qa.is_file():
+        raise DatasetError(f"{qa}: not found (a dataset folder holds qa.jsonl and pdfs/)")
+    items: list[QAItem] = []
+    seen: set[str] = set()
+    with qa.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            where = f"{qa}:{lineno}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{where}: not valid JSON ({exc.msg})") from exc
+            if not isinstance(row, dict):
+                raise DatasetError(f"{where}: expected a JSON object")
+            item = parse_item(row, where)
+            if item.qid in seen:
+                raise DatasetError(f"{where}: duplicate qid {item.qid!r}")
+            seen.add(item.qid)
+            items.append(item)
+            if limit is not None and len(items) >= limit:
+                break
+    dataset = EvalDataset(name=root.name, root=root, items=items)
+    if check_pdfs:
+        absent = [doc for doc in dataset.docs if not dataset.pdf_path(doc).is_file()]
+        if absent:
+            raise DatasetError(
+                f"{dataset.pdf_dir}: {len(absent)} PDF(s) named in {qa} are absent, e.g. {absent[0]}"
+            )
+    return dataset

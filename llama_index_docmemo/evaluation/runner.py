@@ -1,0 +1,162 @@
+"""Run engines over a dataset's questions, resumably: each finished (engine, question) is one JSONL line.
+
+``results.jsonl`` in the output folder holds the runs (pages read per round, answer, cost), ``traces.jsonl``
+the DocMemo traces (for heat-maps and analysis), ``run.json`` the settings; a rerun with the same
+settings skips what is already there, a rerun with other settings is refused (use another folder).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from llama_index_docmemo.errors import DocMemoError
+from llama_index_docmemo.evaluation.baselines import EvalEngine
+from llama_index_docmemo.evaluation.datasets import EvalDataset, QAItem
+from llama_index_docmemo.evaluation.metrics import QuestionRun
+from llama_index_docmemo.evaluation.simulated import SimulatedReasoner
+from llama_index_docmemo.reasoning.base import Reasoner
+from llama_index_docmemo.types import PageRef
+
+RESULTS = "results.jsonl"
+TRACES = "traces.jsonl"
+SETTINGS = "run.json"
+
+
+def run_to_json(run: QuestionRun) -> dict[str, Any]:
+    return {
+        "engine": run.engine,
+        "qid": run.qid,
+        "reads": [[[ref.doc_id, ref.page] for ref in round_] for round_ in run.reads],
+        "answer": run.answer,
+        "status": run.status,
+        "stop_reason": run.stop_reason,
+        "llm_calls": run.llm_calls,
+        "seconds": run.seconds,
+    }
+
+
+def run_from_json(row: Mapping[str, Any]) -> QuestionRun:
+    return QuestionRun(
+        engine=row["engine"],
+        qid=row["qid"],
+        reads=[[PageRef(doc, int(page)) for doc, page in round_] for round_ in row["reads"]],
+        answer=row.get("answer"),
+        status=row.get("status", ""),
+        stop_reason=row.get("stop_reason", ""),
+        llm_calls=int(row.get("llm_calls", 0)),
+        seconds=float(row.get("seconds", 0.0)),
+    )
+
+
+def load_runs(path: Path) -> list[QuestionRun]:
+    """Runs recorded in a ``results.jsonl`` (a line cut short by an interrupted run is dropped)."""
+    if not path.is_file():
+        return []
+    runs: list[QuestionRun] = []
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                runs.append(run_from_json(json.loads(line)))
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                continue
+    return runs
+
+
+def check_settings(out_dir: Path, settings: Mapping[str, Any]) -> None:
+    """Write ``run.json``, or refuse to resume a folder filled under other settings."""
+    path = out_dir / SETTINGS
+    if path.is_file():
+        previous = json.loads(path.read_text(encoding="utf-8"))
+        changed = sorted(k for k in settings if k in previous and previous[k] != settings[k])
+        if changed:
+            raise DocMemoError(
+                f"{path}: this folder holds results of another run (different {', '.join(changed)}); "
+                "choose another --out or delete it"
+            )
+        merged = {**previous, **settings}
+    else:
+        merged = dict(settings)
+    path.write_text(json.dumps(merged, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def prepare_reasoner(reasoner: Reasoner, item: QAItem) -> None:
+    """Point a per-question reasoner at the question (the simulated one needs its gold pages)."""
+    if isinstance(reasoner, SimulatedReasoner):
+        reasoner.set_question(item.gold, key=item.qid)
+
+
+def run_evaluation(
+    dataset: EvalDataset,
+    engines: Mapping[str, EvalEngine],
+    make_reasoner: Callable[[], Reasoner],
+    out_dir: str | Path,
+    *,
+    progress: bool = True,
+    on_error: Callable[[str, QAItem, Exception], None] | None = None,
+) -> dict[str, list[QuestionRun]]:
+    """Run every engine on every question, appending to ``out_dir/results.jsonl``; returns all runs.
+
+    Engines run in the given order for each question, so equal-budget engines find DocMemo's run.
+    ``on_error`` (if given) is told about a failed (engine, question) and the run goes on; otherwise
+    the error propagates. Finished lines are kept, so an interrupted run resumes where it stopped.
+    """
+    from tqdm.auto import tqdm
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    done: dict[tuple[str, str], QuestionRun] = {
+        (run.engine, run.qid): run for run in load_runs(out / RESULTS)
+    }
+    reasoners = {name: make_reasoner() for name in engines}
+    todo = sum(1 for item in dataset for name in engines if (name, item.qid) not in done)
+    with (
+        (out / RESULTS).open("a", encoding="utf-8") as results,
+        (out / TRACES).open("a", encoding="utf-8") as traces,
+        tqdm(total=todo, disable=not progress, desc="eval", unit="run") as bar,
+    ):
+        for item in dataset:
+            for name, engine in engines.items():
+                if (name, item.qid) in done:
+                    continue
+                budget = None
+                if engine.needs_budget:
+                    reference = done.get(("docmemo", item.qid))
+                    if reference is None:
+                        bar.update(1)
+                        continue
+                    budget = reference.pages_read
+                reasoner = reasoners[name]
+                prepare_reasoner(reasoner, item)
+                try:
+                    output = engine.run(item, reasoner, budget)
+                except Exception as exc:
+                    if on_error is None:
+                        raise
+                    on_error(name, item, exc)
+                    bar.update(1)
+                    continue
+                done[(name, item.qid)] = output.run
+                results.write(json.dumps(run_to_json(output.run)) + "\n")
+                results.flush()
+                if output.trace is not None:
+                    row = {
+                        "engine": name,
+                        "qid": item.qid,
+                        "trace": output.trace.model_dump(mode="json"),
+                    }
+                    traces.write(json.dumps(row) + "\n")
+                    traces.flush()
+                bar.update(1)
+    return group_runs(done.values(), engines)
+
+
+def group_runs(runs: Iterable[QuestionRun], engines: Iterable[str]) -> dict[str, list[QuestionRun]]:
+    """Runs by engine name, for the engines asked (in their order)."""
+    grouped: dict[str, list[QuestionRun]] = {name: [] for name in engines}
+    for run in runs:
+        if run.engine in grouped:
+            grouped[run.engine].append(run)
+    return grouped

@@ -1,0 +1,163 @@
+"""Belief heat-map of one query: pages x rounds, coloured by posterior mean, reads and labels marked.
+
+``render_trace(trace, "q.png")`` draws it with matplotlib (the ``plots`` extra); ``render_trace(trace,
+"q.html")`` writes a self-contained HTML table (inline CSS, no scripts) that needs nothing extra.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from pathlib import Path
+
+from llama_index_docmemo._extras import require
+from llama_index_docmemo.trace import QueryTrace
+
+Page = tuple[str, int]
+
+
+@dataclass
+class HeatMap:
+    """The grid a trace becomes: rows are pages, columns rounds; mean is None where no belief was logged."""
+
+    pages: list[Page]
+    rounds: list[int]
+    mean: list[list[float | None]]
+    read: set[tuple[Page, int]]
+    useful: set[tuple[Page, int]]
+    irrelevant: set[tuple[Page, int]]
+
+
+def heat_map(trace: QueryTrace, max_pages: int = 60) -> HeatMap:
+    """Collect beliefs and marks per (page, round); keeps every page read, then the most believed.
+
+    Pages whose belief never left the prior and that were never read are left out, and at most
+    ``max_pages`` rows are kept so a long document stays legible.
+    """
+    rounds = [r.round for r in trace.rounds]
+    means: dict[Page, dict[int, float]] = {}
+    read: set[tuple[Page, int]] = set()
+    useful: set[tuple[Page, int]] = set()
+    irrelevant: set[tuple[Page, int]] = set()
+    for r in trace.rounds:
+        for b in r.beliefs:
+            means.setdefault((b.doc, b.page), {})[r.round] = b.mean
+        for s in r.selected:
+            read.add(((s.doc, s.page), r.round))
+        if r.feedback is not None:
+            useful |= {((p.doc, p.page), r.round) for p in r.feedback.useful}
+            irrelevant |= {((p.doc, p.page), r.round) for p in r.feedback.irrelevant}
+    for p in trace.pages_read:
+        read.add(((p.doc, p.page), p.round))
+    marked = {page for page, _ in read | useful | irrelevant}
+    informative = {
+        page
+        for page, by_round in means.items()
+        if any(abs(m - 0.5) > 1e-9 for m in by_round.values())
+    }
+    others = sorted(informative - marked, key=lambda p: -max(means[p].values()))
+    keep = (
+        sorted(marked)
+        if len(marked) >= max_pages
+        else sorted(marked | set(others[: max_pages - len(marked)]))
+    )
+    grid = [[means.get(page, {}).get(rnd) for rnd in rounds] for page in keep]
+    return HeatMap(keep, rounds, grid, read, useful, irrelevant)
+
+
+def _label(page: Page, multi_doc: bool) -> str:
+    return f"{page[0]} p{page[1]}" if multi_doc else f"p{page[1]}"
+
+
+def _render_png(hm: HeatMap, trace: QueryTrace, path: Path) -> None:
+    matplotlib = require("matplotlib", extra="plots", feature="the belief heat-map (PNG)")
+    matplotlib.use("Agg")
+    plt = require("matplotlib.pyplot", extra="plots", feature="the belief heat-map (PNG)")
+    np = require("numpy", extra="plots", feature="the belief heat-map (PNG)")
+    grid = np.array([[np.nan if v is None else v for v in row] for row in hm.mean], dtype=float)
+    if grid.size == 0:
+        grid = np.full((max(len(hm.pages), 1), max(len(hm.rounds), 1)), np.nan)
+    fig, ax = plt.subplots(
+        figsize=(2.2 + 1.1 * max(len(hm.rounds), 1), 1.6 + 0.24 * max(len(hm.pages), 1))
+    )
+    cmap = plt.get_cmap("Blues").with_extremes(bad="#eeeeee")
+    image = ax.imshow(np.ma.masked_invalid(grid), aspect="auto", cmap=cmap, vmin=0.0, vmax=1.0)
+    multi_doc = len({p[0] for p in hm.pages}) > 1
+    ax.set_yticks(range(len(hm.pages)), [_label(p, multi_doc) for p in hm.pages], fontsize=7)
+    ax.set_xticks(range(len(hm.rounds)), [f"round {r}" for r in hm.rounds], fontsize=8)
+    col = {rnd: i for i, rnd in enumerate(hm.rounds)}
+    row = {page: i for i, page in enumerate(hm.pages)}
+    for marks, symbol, color in (
+        (hm.read, "o", "black"),
+        (hm.useful, "P", "#1a9850"),
+        (hm.irrelevant, "X", "#d73027"),
+    ):
+        pts = [(col[r], row[p]) for p, r in marks if p in row and r in col]
+        if pts:
+            xs, ys = zip(*pts, strict=True)
+            filled = symbol != "o"
+            ax.scatter(
+                xs,
+                ys,
+                marker=symbol,
+                s=40 if filled else 90,
+                facecolors=color if filled else "none",
+                edgecolors=color,
+                linewidths=1.2,
+            )
+    fig.colorbar(image, ax=ax, label="belief (posterior mean)", fraction=0.05)
+    title = trace.question if len(trace.question) <= 70 else trace.question[:67] + "..."
+    reasoner = f" [{trace.reasoner}]" if trace.reasoner else ""
+    ax.set_title(f"{title}{reasoner}\n○ read  + useful  × irrelevant", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _cell_color(mean: float | None) -> str:
+    if mean is None:
+        return "#eeeeee"
+    shade = int(round(255 - 200 * max(0.0, min(1.0, mean))))
+    return f"rgb({shade},{shade + (255 - shade) // 3},255)"
+
+
+def render_html(hm: HeatMap, trace: QueryTrace) -> str:
+    """The heat-map as one HTML document: a table with inline styles, no scripts."""
+    multi_doc = len({p[0] for p in hm.pages}) > 1
+    head = "".join(f"<th>round {r}</th>" for r in hm.rounds)
+    rows = []
+    for page, means in zip(hm.pages, hm.mean, strict=True):
+        cells = []
+        for rnd, mean in zip(hm.rounds, means, strict=True):
+            marks = ("●" if (page, rnd) in hm.read else "") + (
+                "✓" if (page, rnd) in hm.useful else "✗" if (page, rnd) in hm.irrelevant else ""
+            )
+            title = "no belief logged" if mean is None else f"posterior mean {mean:.2f}"
+            cells.append(f'<td style="background:{_cell_color(mean)}" title="{title}">{marks}</td>')
+        rows.append(f"<tr><th>{html.escape(_label(page, multi_doc))}</th>{''.join(cells)}</tr>")
+    reasoner = f" — reasoner: {html.escape(trace.reasoner)}" if trace.reasoner else ""
+    return (
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>DocMemo belief heat-map</title>'
+        "<style>body{font-family:sans-serif;font-size:13px}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:2px 8px;text-align:center}th{background:#fafafa}</style>"
+        f"</head><body><h3>{html.escape(trace.question)}</h3>"
+        f"<p>Answer: {html.escape(trace.answer)} ({html.escape(trace.status)}, stop: "
+        f"{html.escape(trace.stop_reason)}){reasoner}</p>"
+        "<p>Colour: belief (posterior mean, white 0 → blue 1; grey: not logged). "
+        "● read this round, ✓ judged useful, ✗ judged irrelevant.</p>"
+        f"<table><tr><th>page</th>{head}</tr>{''.join(rows)}</table></body></html>\n"
+    )
+
+
+def render_trace(trace: QueryTrace, path: str | Path, *, max_pages: int = 60) -> Path:
+    """Write the belief heat-map of ``trace`` to ``path``: PNG for ``.png``, HTML for ``.html``/``.htm``."""
+    out = Path(path)
+    suffix = out.suffix.lower()
+    if suffix not in (".png", ".html", ".htm"):
+        raise ValueError(f"{out}: unsupported heat-map format {suffix!r} (use .png or .html)")
+    hm = heat_map(trace, max_pages=max_pages)
+    if suffix == ".png":
+        _render_png(hm, trace, out)
+    else:
+        out.write_text(render_html(hm, trace), encoding="utf-8")
+    return out

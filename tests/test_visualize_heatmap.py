@@ -1,0 +1,90 @@
+"""Belief heat-map of a trace: grid contents, HTML without scripts, PNG output, format errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from llama_index_docmemo.trace import (
+    BeliefState,
+    FeedbackRecord,
+    PageRead,
+    PageScore,
+    QueryTrace,
+    RoundTrace,
+)
+from llama_index_docmemo.visualize import heat_map, render_trace
+
+
+def trace() -> QueryTrace:
+    def ps(p: int) -> PageScore:
+        return PageScore(doc="d.pdf", page=p, score=1.0)
+
+    r1 = RoundTrace(
+        round=1,
+        query="q",
+        lam=0.0,
+        candidates=[ps(1), ps(2), ps(3)],
+        selected=[ps(1), ps(2)],
+        feedback=FeedbackRecord(status="need_more", useful=[ps(2)], irrelevant=[ps(1)]),
+        beliefs=[
+            BeliefState(doc="d.pdf", page=1, alpha=1, beta=2),
+            BeliefState(doc="d.pdf", page=2, alpha=2, beta=1),
+            BeliefState(doc="d.pdf", page=3, alpha=1.5, beta=1),
+            BeliefState(doc="d.pdf", page=9, alpha=1, beta=1),
+        ],
+    )
+    r2 = RoundTrace(
+        round=2,
+        query="q",
+        lam=0.3,
+        candidates=[ps(3)],
+        selected=[ps(3)],
+        feedback=FeedbackRecord(status="answered", useful=[ps(3)]),
+        beliefs=[BeliefState(doc="d.pdf", page=3, alpha=2.5, beta=1)],
+    )
+    return QueryTrace(
+        question="<b>q</b>?",
+        answer="a",
+        status="answered",
+        stop_reason="answered",
+        rounds=[r1, r2],
+        reasoner="simulated",
+        pages_read=[PageRead(doc="d.pdf", page=p, round=r) for p, r in ((1, 1), (2, 1), (3, 2))],
+    )
+
+
+def test_heat_map_grid() -> None:
+    hm = heat_map(trace())
+    assert hm.pages == [("d.pdf", 1), ("d.pdf", 2), ("d.pdf", 3)]  # page 9 never left the prior
+    assert hm.rounds == [1, 2]
+    assert hm.mean[0] == [pytest.approx(1 / 3), None]
+    assert hm.mean[2][1] == pytest.approx(2.5 / 3.5)
+    assert (
+        (("d.pdf", 3), 2) in hm.read
+        and (("d.pdf", 2), 1) in hm.useful
+        and (("d.pdf", 1), 1) in hm.irrelevant
+    )
+    assert heat_map(trace(), max_pages=1).pages == [
+        ("d.pdf", 1),
+        ("d.pdf", 2),
+        ("d.pdf", 3),
+    ]  # reads always kept
+
+
+def test_html_is_self_contained_and_escaped(tmp_path: Path) -> None:
+    text = render_trace(trace(), tmp_path / "t.html").read_text()
+    assert "<script" not in text and "&lt;b&gt;q&lt;/b&gt;" in text
+    assert text.count("<tr>") == 4 and "●✓" in text and "●✗" in text and "simulated" in text
+
+
+def test_png(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    out = render_trace(trace(), tmp_path / "t.png")
+    assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_unknown_suffix(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"\.svg"):
+        render_trace(trace(), tmp_path / "t.svg")
