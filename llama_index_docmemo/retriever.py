@@ -193,7 +193,10 @@ class DocMemoRetriever(BaseRetriever):
     ) -> RoundSelection:
         cfg = self.config
         state.round += 1
-        hits = [h for h in hits if state.versions.get(h.record.doc_id) == h.record.doc_version]
+        hits = sorted(
+            (h for h in hits if state.versions.get(h.record.doc_id) == h.record.doc_version),
+            key=lambda h: (-h.score, h.record.doc_id, h.record.page),
+        )
         c = normalise_scores([h.score for h in hits])
         round_scores: dict[PageRef, float] = {}
         for hit, score in zip(hits, c, strict=True):
@@ -298,6 +301,7 @@ class DocMemoRetriever(BaseRetriever):
             gamma=cfg.propagation_gamma,
             weight=cfg.propagation_weight,
             same_section=state.schema.same_section if cfg.use_schema else None,
+            cross_section=cfg.cross_section_weight,
         )
 
     def belief_states(self, state: QueryState, refs: list[PageRef]) -> list[BeliefState]:

@@ -49,16 +49,18 @@ def test_propagation_follows_gamma_to_the_power_of_distance() -> None:
     assert m.get(PageRef("a.pdf", 8))[0] == 1.0
 
 
-def test_propagation_stops_at_section_boundaries_when_asked() -> None:
+@pytest.mark.parametrize("cross, expected", [(0.0, 1.0), (0.5, 1.25), (1.0, 1.5)])
+def test_propagation_across_a_section_boundary_is_scaled(cross: float, expected: float) -> None:
     m = PageBeliefMemory(DOCS)
     m.update(
         useful=[PageRef("a.pdf", 5)],
         radius=2,
         gamma=0.5,
         same_section=lambda a, b: (a.page <= 5) == (b.page <= 5),
+        cross_section=cross,
     )
     assert m.get(PageRef("a.pdf", 4))[0] == pytest.approx(1.5)
-    assert m.get(PageRef("a.pdf", 6))[0] == 1.0
+    assert m.get(PageRef("a.pdf", 6))[0] == pytest.approx(expected)
 
 
 def test_pages_outside_scope_are_ignored_by_update_and_rejected_by_index() -> None:

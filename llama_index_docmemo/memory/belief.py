@@ -129,12 +129,13 @@ class PageBeliefMemory:
         gamma: float = 0.5,
         weight: float = 1.0,
         same_section: Callable[[PageRef, PageRef], bool] | None = None,
+        cross_section: float = 1.0,
     ) -> None:
         """Bayesian update from one round's labels, then spatial propagation from useful pages.
 
         A useful page i adds weight * gamma^|j-i| to alpha_j of pages j of the same document with
-        0 < |j-i| <= radius. When ``same_section`` is given, propagation also stops at section
-        boundaries (a neighbour in another section is not evidence by proximity).
+        0 < |j-i| <= radius. When ``same_section`` is given, a neighbour in another section gets
+        ``cross_section`` times that (0: propagation stops at section boundaries).
         """
         useful = [r for r in useful if r in self]
         irrelevant = [r for r in irrelevant if r in self]
@@ -153,10 +154,13 @@ class PageBeliefMemory:
                     if not 1 <= page <= n_pages:
                         continue
                     neighbour = PageRef(ref.doc_id, page)
+                    factor = 1.0
                     if same_section is not None and not same_section(ref, neighbour):
+                        factor = cross_section
+                    if factor <= 0:
                         continue
                     idx = self.index(neighbour)
-                    self.alpha[idx] += weight * gamma**distance
+                    self.alpha[idx] += factor * weight * gamma**distance
                     self._informed[idx] = True
 
     def draw(
