@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -224,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="docmemo",
         description="DocMemo: question answering over long PDFs with memory-guided retrieval.",
     )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("index", help="index PDFs (files or folders) into the page store")
@@ -273,6 +275,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
     try:
         return int(args.func(args) or 0)
     except DocMemoError as exc:

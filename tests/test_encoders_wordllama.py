@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 
@@ -175,3 +177,23 @@ def test_load_encoder_round_trips_names() -> None:
         assert loaded.sparse == encoder.sparse
     with pytest.raises(ValueError, match="unknown encoder name"):
         load_encoder("colqwen2.5-v0.2")
+
+
+def test_load_encoder_names_the_accepted_forms() -> None:
+    from llama_index_docmemo.encoders import load_encoder
+
+    with pytest.raises(ValueError, match="colqwen2.5:<model folder or hub id>"):
+        load_encoder("e5-large")
+
+
+def test_loading_wordllama_leaves_the_root_logger_alone() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import logging; from llama_index_docmemo.encoders import default_encoder; "
+        "default_encoder().encode_query('x'); r = logging.getLogger(); "
+        "print(len(r.handlers), r.level)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0", str(logging.WARNING)]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 from llama_index_docmemo.encoders.base import PageEncoder
 from llama_index_docmemo.encoders.wordllama import WordLlamaEncoder
@@ -20,13 +22,26 @@ def default_encoder() -> WordLlamaEncoder:
 def load_encoder(name: str) -> PageEncoder:
     """The encoder whose :attr:`PageEncoder.name` is ``name`` (as stored with a page store).
 
+    ``colqwen2.5:<folder or hub id>`` (or ``colqwen:<...>``) builds a :class:`ColQwenEncoder`
+    (extra ``colqwen``); a bare ``colqwen2.5:<folder name>`` is resolved through
+    ``$DOCMEMO_COLQWEN_PATH`` when that names the model folder.
+
     Raises:
         ValueError: ``name`` is not an encoder this package can rebuild from its name.
     """
+    family, _, source = name.partition(":")
+    if family in ("colqwen", "colqwen2.5") and source:
+        from llama_index_docmemo.encoders.colqwen import ColQwenEncoder
+
+        local = os.environ.get("DOCMEMO_COLQWEN_PATH")
+        if local and Path(local).name == source:
+            return ColQwenEncoder(local)
+        return ColQwenEncoder(source)
     match = _WORDLLAMA.fullmatch(name)
     if match is None:
         raise ValueError(
             f"unknown encoder name {name!r}: expected 'wordllama-l2-<dim>-w<window>[+bm25]' "
+            f"or 'colqwen2.5:<model folder or hub id>' "
             f"(the default is {DEFAULT_ENCODER!r})"
         )
     return WordLlamaEncoder(

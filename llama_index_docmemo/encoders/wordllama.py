@@ -11,10 +11,12 @@ quality; see ``benchmarks/retrieval_recall.py``.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from tokenizers import Tokenizer
@@ -27,6 +29,24 @@ DIMS = (64, 128, 256)
 _SHIPPED_DIM = 256
 
 
+def _import_wordllama() -> tuple[Any, Any]:
+    """Import wordllama without letting its import-time ``logging.basicConfig(level=INFO)``
+    reconfigure the host application's root logger (basicConfig is a no-op while the root
+    logger has a handler, so one is lent for the duration of the import)."""
+    root = logging.getLogger()
+    guard = logging.NullHandler()
+    lent = not root.handlers
+    if lent:
+        root.addHandler(guard)
+    try:
+        import wordllama
+        from wordllama import WordLlama
+    finally:
+        if lent:
+            root.removeHandler(guard)
+    return wordllama, WordLlama
+
+
 @lru_cache(maxsize=len(DIMS))
 def load_wordllama(dim: int = _SHIPPED_DIM) -> tuple[np.ndarray, Tokenizer]:
     """Token embedding matrix (vocab, dim) and tokenizer from the installed wheel, never a hub.
@@ -37,8 +57,7 @@ def load_wordllama(dim: int = _SHIPPED_DIM) -> tuple[np.ndarray, Tokenizer]:
     """
     if dim not in DIMS:
         raise ValueError(f"WordLlama dim must be one of {DIMS}, got {dim}")
-    import wordllama
-    from wordllama import WordLlama
+    wordllama, WordLlama = _import_wordllama()
 
     package = Path(wordllama.__file__).parent
     model = WordLlama.load(

@@ -31,11 +31,20 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_episodic": {"use_episodic": False},
     "no_memory": {"use_schema": False, "use_belief": False, "use_episodic": False},
     "no_bayes": {"bayesian_update": False},
-    "greedy": {"sampling": "greedy"},
+    "greedy": {"sampling": "greedy"},  # the default since measurement (kept for the list)
     "thompson": {"sampling": "thompson"},
+    "paper": DocMemoConfig.paper().model_dump(
+        include={
+            "lambda_schedule",
+            "sampling",
+            "propagation_weight",
+            "cross_section_weight",
+            "relevance_feedback",
+        }
+    ),
     "no_propagation": {"propagation": False},
     "no_crops": {"adaptive_granularity": False},
-    "no_relevance_feedback": {"relevance_feedback": 0},
+    "relevance_feedback": {"relevance_feedback": 16},
 }
 BUDGET_ENGINES = ("static", "llamaindex-topk")
 ENGINE_NAMES = ("docmemo", *BUDGET_ENGINES, *ABLATIONS)

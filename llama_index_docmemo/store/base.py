@@ -7,7 +7,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
 from llama_index_docmemo.memory.schema import DocumentSchema
-from llama_index_docmemo.types import PageEmbedding, PageFilter, PageHit, PageRecord, PageRef, QueryEmbedding
+from llama_index_docmemo.types import (
+    PageEmbedding,
+    PageFilter,
+    PageHit,
+    PageRecord,
+    PageRef,
+    QueryEmbedding,
+)
 
 
 class PageStore(ABC):

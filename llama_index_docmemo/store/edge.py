@@ -192,7 +192,11 @@ class EdgePageStore(QdrantLayoutStore):
                 filter=where,
                 params=idf,
             )
-            fusion = qe.Fusion.Rrf(k=L.RRF_K, weights=L.RRF_WEIGHTS) if plan.fusion == "rrf" else qe.Fusion.Dbsf()
+            fusion = (
+                qe.Fusion.Rrf(k=L.RRF_K, weights=L.RRF_WEIGHTS)
+                if plan.fusion == "rrf"
+                else qe.Fusion.Dbsf()
+            )
             request = qe.QueryRequest(
                 limit=plan.limit,
                 query=fusion,
