@@ -43,7 +43,7 @@ class DocMemoConfig(BaseModel):
     prior_strength: float = Field(0.0, ge=0.0)
     propagation_radius: int = Field(2, ge=0)
     propagation_gamma: float = Field(0.5, ge=0.0, le=1.0)
-    propagation_weight: float = Field(10.0, ge=0.0)
+    propagation_weight: float = Field(3.0, ge=0.0)
     cross_section_weight: float = Field(0.5, ge=0.0, le=1.0)
     relevance_feedback: int = Field(0, ge=0, le=64)
     use_schema: bool = True
