@@ -132,14 +132,14 @@ class GoldReasoner(Reasoner):
         self.gold = gold
         self.refine = refine
         self.inputs: list[ReasoningInput] = []
-        self.seen: set[PageRef] = set()
 
     def reason(self, inp: ReasoningInput) -> Feedback:
         self.inputs.append(inp)
         shown = [p.ref for p in inp.pages]
-        self.seen.update(shown)
         useful = [r for r in shown if r in self.gold]
-        done = self.gold <= self.seen
+        # per-query knowledge only comes from the input (episodic evidence), so one reasoner
+        # can serve concurrent queries, as a real one must
+        done = self.gold <= {n.page for n in inp.evidence} | set(useful)
         return Feedback(
             answer="42" if done else None,
             useful_pages=useful,
