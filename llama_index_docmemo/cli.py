@@ -192,7 +192,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
             )
         )
         return 0
-    print(f"Answer: {result.answer}")
+    label = {"answered": "Answer", "unanswerable": "Answer"}.get(result.status, "Best guess")
+    print(f"{label}: {result.answer}")
     print(
         f"Status: {result.status} (stop: {trace.stop_reason}, rounds: {len(trace.rounds)}, "
         f"reasoner: {trace.reasoner}, {trace.seconds:.2f}s)"

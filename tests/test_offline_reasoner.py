@@ -187,7 +187,8 @@ def test_final_round_answers_from_all_evidence() -> None:
     question = "Which sensor platforms did the research and development work focus on?"
     note = EvidenceNote(page=PageRef(DOC, 6), fact=REVIEW_2023.splitlines()[1])
     fb = ask(question, [page(12, SUSTAINABILITY)], evidence=[note], final_round=True)
-    assert fb.status == "answered"
+    # not confident enough to claim "answered": a best-effort draft from the evidence so far
+    assert fb.status == "need_more"
     assert fb.answer is not None and "sensor platforms" in fb.answer
 
 
@@ -241,9 +242,9 @@ def test_never_answers_without_evidence_and_only_labels_shown_pages(
     assert all(n.page in shown for n in fb.notes)
     if fb.status == "answered":
         assert fb.answer
+    if fb.answer is not None:
+        assert fb.status == "answered" or (final and fb.status == "need_more")  # draft only last
         assert fb.notes, "an answer must stand on notes from the pages read"
-    else:
-        assert fb.answer is None
     if fb.status == "need_more":
         assert fb.refined_query and fb.refined_query.lower() != question.lower()
     assert OfflineReasoner().reason(inp) == fb  # deterministic

@@ -492,7 +492,11 @@ class OfflineReasoner(Reasoner):
             (_unit_score(q, u), u) for u in earlier
         ]
         pool.sort(key=lambda su: -su[0])
-        answer, answer_units, missing_years = self._answer(q, pool, inp.final_round)
+        answer, answer_units, missing_years = self._answer(q, pool, False)
+        confident = answer is not None
+        if not confident and inp.final_round:
+            # a best-effort draft from the strongest evidence: reported, but not as "answered"
+            answer, answer_units, missing_years = self._answer(q, pool, True)
         for u in answer_units:
             note = EvidenceNote(page=u.page, fact=u.fact())
             if u.page in shown and all(n.fact != note.fact for n in notes):
@@ -500,12 +504,13 @@ class OfflineReasoner(Reasoner):
 
         has_evidence = bool(useful or notes or inp.evidence)
         status: Status
-        if answer and has_evidence:
+        if confident and has_evidence:
             status = "answered"
         elif not has_evidence and (inp.final_round or self._explored(inp)):
             status, answer = "unanswerable", None
         else:
-            status, answer = "need_more", None
+            status = "need_more"
+            answer = answer if inp.final_round and has_evidence else None
         missing: list[str] = []
         refined: str | None = None
         if status == "need_more":
