@@ -316,12 +316,8 @@ class DocMemoQueryEngine(BaseQueryEngine):
             answer = self.reasoner.synthesize(
                 state.question, state.episodic.evidence, state.episodic.last_answer
             )
-        sources = self._evidence_nodes(state) + [
-            c
-            for c in loop.crops
-            if PageRef(c.node.metadata["doc_id"], c.node.metadata["page"])
-            in set(state.episodic.useful_pages)
-        ]
+        useful = set(state.episodic.useful_pages)
+        sources = self._evidence_nodes(state) + [c for c in loop.crops if _node_ref(c) in useful]
         trace = QueryTrace(
             question=state.question,
             answer=answer,

@@ -21,9 +21,10 @@ from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.evaluation.datasets import QAItem
 from llama_index_docmemo.evaluation.metrics import QuestionRun
 from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
+from llama_index_docmemo.retriever import page_node
 from llama_index_docmemo.store.base import PageStore
 from llama_index_docmemo.trace import QueryTrace
-from llama_index_docmemo.types import PageFilter, PageRecord, PageRef
+from llama_index_docmemo.types import PageFilter, PageRef
 
 ABLATIONS: dict[str, dict[str, Any]] = {
     "no_schema": {"use_schema": False},
@@ -152,24 +153,6 @@ class DocMemoEvalEngine(EvalEngine):
         return EngineOutput(_run_from_trace(self.name, item, trace, result.answer), trace)
 
 
-def record_to_node(record: PageRecord) -> Any:
-    """A stored page as the LlamaIndex ``TextNode`` DocMemo's engine also returns."""
-    from llama_index.core.schema import TextNode
-
-    return TextNode(
-        id_=f"{record.doc_id}#p{record.page}",
-        text=record.text,
-        metadata={
-            "kind": "page",
-            "doc_id": record.doc_id,
-            "page": record.page,
-            "doc_version": record.doc_version,
-            "source": record.source,
-            "section": record.section,
-        },
-    )
-
-
 class LlamaIndexTopKEngine(EvalEngine):
     """Stock LlamaIndex: ``RetrieverQueryEngine`` over ``BM25Retriever`` on the document's stored pages.
 
@@ -192,7 +175,7 @@ class LlamaIndexTopKEngine(EvalEngine):
                 raise StoreError(f"document {doc_id!r} is not in the store ({self._store!r})")
             refs = [PageRef(doc_id, p) for p in range(1, schema.n_pages + 1)]
             records = self._store.get_pages(refs, PageFilter(doc_ids=(doc_id,)))
-            self._nodes[doc_id] = [record_to_node(r) for r in records]
+            self._nodes[doc_id] = [page_node(r) for r in records]
         return self._nodes[doc_id]
 
     def _query_engine(self, doc_id: str, k: int) -> Any:
