@@ -31,3 +31,12 @@ def mmlongbench_dir(data_root: Path) -> Path:
     if not (path / "qa.jsonl").is_file():
         pytest.skip(f"{path}/qa.jsonl absent: MMLongBench-Doc dev set not found under DOCMEMO_DATA")
     return path
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _cache_in_tmp(tmp_path_factory: pytest.TempPathFactory):
+    """Rendered pages, crops and layouts go to a temporary folder, never the user's cache."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("DOCMEMO_CACHE", str(tmp_path_factory.mktemp("docmemo-cache")))
+    yield
+    patch.undo()

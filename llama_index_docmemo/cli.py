@@ -282,7 +282,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         return int(args.func(args) or 0)
-    except DocMemoError as exc:
+    except (DocMemoError, ValueError) as exc:  # bad input or settings: a message, not a traceback
+        if args.verbose:
+            raise
         print(f"docmemo: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

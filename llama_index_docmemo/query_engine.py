@@ -26,6 +26,7 @@ from llama_index.core.schema import MediaResource, Node, NodeWithScore, QueryBun
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.encoders.base import PageEncoder
 from llama_index_docmemo.events import DocMemoRoundEndEvent, DocMemoRoundStartEvent
+from llama_index_docmemo.paths import default_cache_dir
 from llama_index_docmemo.reasoning.base import (
     CropView,
     Feedback,
@@ -47,8 +48,6 @@ from llama_index_docmemo.trace import (
 from llama_index_docmemo.types import PageFilter, PageRecord, PageRef
 
 dispatcher = instrument.get_dispatcher(__name__)
-
-DEFAULT_CACHE_DIR = Path.home() / ".cache" / "docmemo"
 
 
 @dataclass
@@ -112,7 +111,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
         self.llm = llm
         self.streaming = streaming
         self.evidence_images = evidence_images
-        self.cache_dir = Path(cache_dir) if cache_dir else DEFAULT_CACHE_DIR
+        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
 
     @property
     def config(self) -> DocMemoConfig:

@@ -11,7 +11,8 @@ from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.demo.document import DEMO_QUESTIONS, DemoQuestion, write_demo_pdf
 from llama_index_docmemo.encoders import default_encoder
 from llama_index_docmemo.indexing import DocumentIndexer
-from llama_index_docmemo.query_engine import DEFAULT_CACHE_DIR, DocMemoQueryEngine
+from llama_index_docmemo.paths import default_cache_dir
+from llama_index_docmemo.query_engine import DocMemoQueryEngine
 from llama_index_docmemo.store.factory import open_store
 
 DEMO_PDF_NAME = "halvorsen-annual-report-2024.pdf"
@@ -44,11 +45,11 @@ def run_demo(
     """Write the demo report, index it (once) under ``cache_dir``, and answer the demo questions.
 
     Args:
-        cache_dir: where the PDF and the embedded store live (default ``~/.cache/docmemo/demo``).
+        cache_dir: where the PDF and the embedded store live (default ``$DOCMEMO_CACHE/demo``, else ``~/.cache/llama-index-docmemo/demo``).
         llm: a VLM to reason with; None uses the offline reasoner (no model, no key).
         out: where the per-round summary is written.
     """
-    cache = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR / "demo"
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir() / "demo"
     pdf = write_demo_pdf(cache / DEMO_PDF_NAME)
     encoder = default_encoder()
     outcomes: list[DemoOutcome] = []

@@ -22,17 +22,11 @@ from llama_index_docmemo.errors import IngestError
 from llama_index_docmemo.ingest.layout.blocks import CROP_KINDS, BBox, LayoutBlock
 from llama_index_docmemo.ingest.layout.cache import LayoutCache
 from llama_index_docmemo.ingest.layout.pymupdf_detect import DetectOptions, detect_layout_pymupdf
+from llama_index_docmemo.paths import default_cache_dir
 from llama_index_docmemo.postprocessors.crop_ranking import Candidate, select_crops
 
 logger = logging.getLogger(__name__)
-CACHE_ENV = "DOCMEMO_CACHE"
 _HIDDEN_KEYS = ["image_path", "bbox", "doc_version", "source"]
-
-
-def default_cache_dir() -> Path:
-    """$DOCMEMO_CACHE, else ~/.cache/llama-index-docmemo."""
-    env = os.environ.get(CACHE_ENV)
-    return Path(env) if env else Path.home() / ".cache" / "llama-index-docmemo"
 
 
 class CropPostprocessor(BaseNodePostprocessor):
@@ -223,4 +217,4 @@ def _open(source: str, docs: dict[str, pymupdf.Document]) -> pymupdf.Document:
     return docs[source]
 
 
-__all__: Sequence[str] = ("CropPostprocessor", "default_cache_dir", "render_crop")
+__all__: Sequence[str] = ("CropPostprocessor", "render_crop")
