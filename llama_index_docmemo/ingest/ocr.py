@@ -12,7 +12,8 @@ import glob
 import logging
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal, Protocol, runtime_checkable
 
@@ -136,10 +137,29 @@ class TesseractOcr:
         self.dpi = dpi
 
     def read(self, page: pymupdf.Page) -> str:
-        textpage = page.get_textpage_ocr(
-            dpi=self.dpi, full=True, tessdata=self.tessdata, language=self.language
-        )
+        with _native_stderr_silenced():
+            textpage = page.get_textpage_ocr(
+                dpi=self.dpi, full=True, tessdata=self.tessdata, language=self.language
+            )
         return clean_ocr_text(page.get_text(textpage=textpage))
+
+
+@contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """Tesseract writes diagnostics ("Image too small to scale!!") straight to file descriptor 2,
+    below Python's ``sys.stderr``; point it at /dev/null for the duration of one OCR call."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # no usable stderr (some embedded hosts): nothing to silence
+        yield
+        return
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def resolve_ocr(ocr: OcrMode | OcrEngine) -> OcrEngine | None:
