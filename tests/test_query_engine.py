@@ -183,3 +183,32 @@ def test_retriever_alone_returns_round_one_pages(store) -> None:
     engine = engine_for(store, GoldReasoner(GOLD))
     nodes = engine.retriever.retrieve(QUESTION)
     assert [n.node.metadata["page"] for n in nodes] == [4, 8, 12, 16, 20]
+
+
+def test_streaming_streams_the_final_answer_from_the_llm(store) -> None:
+    from llama_index.core.base.response.schema import StreamingResponse
+    from llama_index.core.llms import MockLLM
+
+    engine = DocMemoQueryEngine.from_defaults(
+        store=store,
+        encoder=BagOfWordsEncoder(),
+        llm=MockLLM(max_tokens=8),
+        reasoner=GoldReasoner(GOLD, refine="segment margin"),
+        config=DocMemoConfig(adaptive_granularity=False),
+        page_filter=PageFilter(doc_ids=("report.pdf",)),
+        streaming=True,
+        evidence_images=False,
+    )
+    response = engine.query(QUESTION)
+    assert isinstance(response, StreamingResponse)
+    tokens = list(response.response_gen)
+    assert len(tokens) == 8 and all(isinstance(t, str) for t in tokens)
+    assert {n.node.metadata["page"] for n in response.source_nodes} == {37, 91}
+    assert response.metadata["docmemo"]["answer"] == "42"
+
+
+def test_streaming_without_an_llm_is_refused(store) -> None:
+    with pytest.raises(ValueError, match="needs an llm"):
+        DocMemoQueryEngine.from_defaults(
+            store=store, encoder=BagOfWordsEncoder(), reasoner=GoldReasoner(GOLD), streaming=True
+        )

@@ -1,0 +1,38 @@
+"""The runnable examples stay true: quickstart and drop-in run on the generated demo report."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from llama_index_docmemo.demo.document import write_demo_pdf
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.mark.parametrize(
+    "script, expect",
+    [("quickstart.py", "Answer: 1,184"), ("drop_in.py", "[DocMemoQueryEngine] 1,184")],
+)
+def test_example_runs(script: str, expect: str, tmp_path: Path) -> None:
+    pdf = write_demo_pdf(tmp_path / "report.pdf")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DOCMEMO_LLM")}
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(EXAMPLES / script),
+            str(pdf),
+            "How many employees were in the Nordic region at the end of 2024?",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert expect in out.stdout, out.stdout
