@@ -343,8 +343,11 @@ class DocMemoQueryEngine(BaseQueryEngine):
         return DocMemoResult(answer=answer, status=status, source_nodes=sources, trace=trace)
 
     def _evidence_nodes(self, state: QueryState) -> list[NodeWithScore]:
-        """Pages judged useful (else every page read), scored by posterior mean."""
-        refs = state.episodic.useful_pages or state.episodic.pages_read
+        """Pages judged useful or cited by a note (never a page merely read), scored by
+        posterior mean. An unanswered question may have none."""
+        read = set(state.episodic.pages_read)
+        cited = [n.page for n in state.episodic.evidence]
+        refs = [r for r in dict.fromkeys([*state.episodic.useful_pages, *cited]) if r in read]
         records = [state.records[r] for r in refs if r in state.records]
         nodes = [
             NodeWithScore(

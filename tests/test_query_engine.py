@@ -132,6 +132,7 @@ def test_unanswerable_is_not_accepted_after_one_round(store) -> None:
     assert result.trace.stop_reason == "unanswerable"
     assert len(result.trace.rounds) == 2
     assert result.status == "unanswerable"
+    assert result.source_nodes == [] and result.trace.evidence == []  # read is not evidence
 
 
 def test_budgets_stop_the_loop(store) -> None:
