@@ -91,3 +91,18 @@ def test_scanned_slides_get_tesseract_text_and_are_searchable(tmp_path: Path, en
         assert "hiring" in records[1].text.lower()
         assert _search(store, encoder, "hiring plan")[0] == PageRef("deck.pdf", 2)
         assert store.get_schema("deck.pdf").doc_type == "slides"
+
+
+def test_parallel_ocr_reads_the_same_text_as_serial(tmp_path: Path) -> None:
+    from llama_index_docmemo.ingest.ocr import TesseractOcr, find_tessdata, ocr_pages
+
+    if find_tessdata() is None:
+        pytest.skip("Tesseract language data not installed (apt-get install tesseract-ocr)")
+    texts = [f"Slide {i}: quarterly revenue grew" for i in range(1, 7)]
+    pdf = make_scanned_slides(tmp_path / "slides.pdf", texts)
+    engine = TesseractOcr()
+    pages = list(range(1, 7))
+    serial = ocr_pages(pdf, pages, engine, workers=1)
+    parallel = ocr_pages(pdf, pages, engine, workers=2)
+    assert parallel == serial
+    assert all(serial[p] and f"Slide {p}" in serial[p] for p in pages)

@@ -16,7 +16,7 @@ import pymupdf
 from PIL import Image
 
 from llama_index_docmemo.errors import IngestError
-from llama_index_docmemo.ingest.ocr import OcrEngine, needs_ocr
+from llama_index_docmemo.ingest.ocr import OcrEngine, needs_ocr, ocr_pages
 from llama_index_docmemo.ingest.parsed import ParsedDocument, ParsedPage, TextLine, TocEntry
 
 logger = logging.getLogger(__name__)
@@ -102,21 +102,15 @@ def _styled_lines(page_dict: dict, page_no: int) -> list[TextLine]:
 
 
 def _read_page(
-    path: Path, page: pymupdf.Page, page_no: int, ocr: OcrEngine | None, with_lines: bool
+    page: pymupdf.Page, page_no: int, with_lines: bool
 ) -> tuple[ParsedPage, list[TextLine]]:
+    """Text layer of one page; a page that needs OCR comes back marked ``unread``."""
     textpage = page.get_textpage(flags=pymupdf.TEXTFLAGS_TEXT)
     text = page.get_text("text", textpage=textpage)
     rect = page.rect
     parsed = ParsedPage(page=page_no, text=text.strip(), width=rect.width, height=rect.height)
     if needs_ocr(text, lambda: _image_cover(page)):
-        if ocr is None:
-            parsed.unread = True
-            return parsed, []
-        try:
-            parsed.text, parsed.ocr = ocr.read(page), True
-        except Exception as exc:  # one unreadable scan should not lose the whole document
-            logger.warning("%s page %d: OCR failed (%s); indexed without text", path, page_no, exc)
-            parsed.unread = True
+        parsed.unread = True
         return parsed, []
     if not with_lines:
         return parsed, []
@@ -153,11 +147,17 @@ def read_pdf(
         for index in range(doc.page_count):
             try:
                 with_lines = not toc or index == 0
-                page, page_lines = _read_page(path, doc[index], index + 1, ocr, with_lines)
+                page, page_lines = _read_page(doc[index], index + 1, with_lines)
             except Exception as exc:  # a damaged content stream
                 raise IngestError(str(path), f"cannot read page: {exc}", page=index + 1) from exc
             pages.append(page)
             lines.extend(page_lines)
+    if ocr is not None:
+        texts = ocr_pages(path, [p.page for p in pages if p.unread], ocr)
+        for page in pages:
+            text = texts.get(page.page)
+            if text is not None:
+                page.text, page.ocr, page.unread = text, True, False
     return ParsedDocument(
         doc_id=doc_id or path.name,
         doc_version=version,
