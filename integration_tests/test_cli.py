@@ -100,3 +100,13 @@ def test_unknown_store_encoder_is_a_clear_error(tmp_path: Path, capsys) -> None:
     code = main(["search", "x", "--store", str(tmp_path / "s"), "--encoder", "nope"])
     assert code == 2
     assert "unknown encoder name" in capsys.readouterr().err
+
+
+def test_ask_without_a_store_or_with_an_empty_scope_is_a_clear_error(indexed, tmp_path, capsys):
+    store, _ = indexed
+    assert main(["ask", "q?", "--store", str(tmp_path / "missing")]) == 2
+    assert "no page store at" in capsys.readouterr().err
+    assert not (tmp_path / "missing").exists()  # nothing created by a read command
+    assert main(["ask", "q?", "--store", str(store), "--doc", "nope.pdf"]) == 2
+    err = capsys.readouterr().err
+    assert "no pages visible" in err and "report.pdf" in err

@@ -58,14 +58,20 @@ def _encoder(args: argparse.Namespace) -> Any:
     return load_encoder(args.encoder) if args.encoder else default_encoder()
 
 
-def _store(args: argparse.Namespace, encoder: Any) -> Any:
+def _store(args: argparse.Namespace, encoder: Any, *, create: bool = False) -> Any:
+    """The page store the arguments name; only ``index`` may create an embedded one."""
     from llama_index_docmemo.store import open_store
 
     if args.url:
         return open_store(
             url=args.url, api_key=args.api_key, collection=args.collection, encoder=encoder
         )
-    return open_store(path=args.store or DEFAULT_STORE, encoder=encoder)
+    path = args.store or DEFAULT_STORE
+    if not create and not Path(path).exists():
+        raise DocMemoError(
+            f"no page store at {path}: index documents first (docmemo index PDF... --store {path})"
+        )
+    return open_store(path=path, encoder=encoder)
 
 
 def _llm(args: argparse.Namespace) -> Any:
@@ -119,7 +125,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         from llama_index_docmemo.ingest.summaries import VLMPageSummarizer
 
         summarizer = VLMPageSummarizer(llm)
-    with _store(args, encoder) as store:
+    with _store(args, encoder, create=True) as store:
         indexer = DocumentIndexer(store, encoder, ocr=args.ocr, summarizer=summarizer)
         report = indexer.index_paths(
             args.paths, tenant=args.tenant, acl=args.acl or None, progress=not args.quiet
@@ -166,12 +172,19 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
     encoder = _encoder(args)
     with _store(args, encoder) as store:
+        scope = _page_filter(args)
+        if store.count_pages(scope) == 0:
+            raise DocMemoError(
+                f"no pages visible in {args.url or args.store or DEFAULT_STORE} for this scope "
+                f"(--doc {args.doc}, --tenant {args.tenant}, --acl-group {args.acl_group}); "
+                f"documents there: {', '.join(d.doc_id for d in store.list_documents()) or 'none'}"
+            )
         engine = DocMemoQueryEngine.from_defaults(
             store=store,
             encoder=encoder,
             llm=_llm(args),
             config=_config(args),
-            page_filter=_page_filter(args),
+            page_filter=scope,
         )
         result = engine.run(args.question)
     trace = result.trace
