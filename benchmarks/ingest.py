@@ -21,11 +21,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from llama_index_docmemo.encoders import default_encoder
+from llama_index_docmemo.indexing import page_records
 from llama_index_docmemo.ingest.ocr import resolve_ocr
 from llama_index_docmemo.ingest.pdf import read_pdf
 from llama_index_docmemo.ingest.structure import build_schema
 from llama_index_docmemo.store.edge import EdgePageStore
-from llama_index_docmemo.types import PageEmbedding, PageInput, PageRecord, PageRef
+from llama_index_docmemo.types import PageEmbedding, PageInput, PageRef
 
 
 def pdf_files(root: Path) -> list[Path]:
@@ -75,21 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             parsed = read_pdf(path, ocr=ocr)
             t1 = time.perf_counter()
             schema = build_schema(parsed)
-            records = [
-                PageRecord(
-                    doc_id=parsed.doc_id,
-                    doc_version=parsed.doc_version,
-                    page=p.page,
-                    n_pages=parsed.n_pages,
-                    text=p.text,
-                    source=parsed.source,
-                    section=schema.section_of(p.page),
-                    width=p.width,
-                    height=p.height,
-                    ocr=p.ocr,
-                )
-                for p in parsed.pages
-            ]
+            records = page_records(parsed, schema)
             t2 = time.perf_counter()
             embeddings = encoder.encode_pages(
                 [PageInput(PageRef(r.doc_id, r.page), r.text) for r in records]

@@ -75,6 +75,27 @@ class IndexReport(BaseModel):
         return "\n".join(lines)
 
 
+def page_records(parsed: ParsedDocument, schema: DocumentSchema) -> list[PageRecord]:
+    """The stored payload of each page: text, size and section, with the schema's tenant and ACL."""
+    return [
+        PageRecord(
+            doc_id=parsed.doc_id,
+            doc_version=parsed.doc_version,
+            page=page.page,
+            n_pages=parsed.n_pages,
+            text=page.text,
+            source=parsed.source,
+            section=schema.section_of(page.page),
+            tenant=schema.tenant,
+            acl=list(schema.acl),
+            width=page.width,
+            height=page.height,
+            ocr=page.ocr,
+        )
+        for page in parsed.pages
+    ]
+
+
 def expand_paths(paths: Iterable[str | os.PathLike[str]]) -> tuple[list[Path], list[str]]:
     """Files to index: given files as they are, folders expanded to their ``*.pdf`` files (recursive).
 
@@ -226,23 +247,7 @@ class DocumentIndexer:
         report: IndexReport,
     ) -> None:
         schema = build_schema(parsed, tenant=tenant, acl=acl or ())
-        records = [
-            PageRecord(
-                doc_id=parsed.doc_id,
-                doc_version=parsed.doc_version,
-                page=page.page,
-                n_pages=parsed.n_pages,
-                text=page.text,
-                source=parsed.source,
-                section=schema.section_of(page.page),
-                tenant=tenant,
-                acl=list(acl or []),
-                width=page.width,
-                height=page.height,
-                ocr=page.ocr,
-            )
-            for page in parsed.pages
-        ]
+        records = page_records(parsed, schema)
         if self.summarizer is not None:
             schema = summarize_schema(self.summarizer, schema, records)
         embeddings = self._encode(parsed, records)
