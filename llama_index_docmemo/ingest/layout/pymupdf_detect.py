@@ -122,25 +122,16 @@ def _detect_page(doc: pymupdf.Document, page_no: int, opts: DetectOptions) -> li
                 source=SOURCE,
             )
         )
-    for region in equations:
-        blocks.append(
+    for kind, regions in (("equation", equations), ("caption", captions)):
+        blocks.extend(
             LayoutBlock(
                 page=page_no,
-                kind="equation",
+                kind=kind,
                 bbox=region.bbox,
                 text=_clip_text(page, region.bbox),
                 source=SOURCE,
             )
-        )
-    for region in captions:
-        blocks.append(
-            LayoutBlock(
-                page=page_no,
-                kind="caption",
-                bbox=region.bbox,
-                text=_clip_text(page, region.bbox),
-                source=SOURCE,
-            )
+            for region in regions
         )
     return blocks
 
