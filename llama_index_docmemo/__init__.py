@@ -29,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     "VLMReasoner": "llama_index_docmemo.reasoning.vlm",
     "LLMReranker": "llama_index_docmemo.reasoning.reranker",
     "QwenVL": "llama_index_docmemo.llms.qwen_vl",
+    "OpenAICompatible": "llama_index_docmemo.llms.openai_compatible",
     "PageEncoder": "llama_index_docmemo.encoders.base",
     "default_encoder": "llama_index_docmemo.encoders",
     "ColQwenEncoder": "llama_index_docmemo.encoders.colqwen",

@@ -1,4 +1,4 @@
-"""QwenVL without a server: configuration, image shaping, structured-output options, retry waits."""
+"""QwenVL / OpenAICompatible without a server: configuration, image shaping, client retries."""
 
 from __future__ import annotations
 
@@ -9,13 +9,8 @@ from llama_index.core.base.llms.types import ChatMessage, ImageBlock, TextBlock
 from PIL import Image
 
 from llama_index_docmemo.errors import LLMError
-from llama_index_docmemo.llms.qwen_vl import (
-    DEFAULT_MODEL,
-    QwenVL,
-    fit_image,
-    png_image_block,
-    retry_delay,
-)
+from llama_index_docmemo.llms import OpenAICompatible
+from llama_index_docmemo.llms.qwen_vl import DEFAULT_MODEL, QwenVL, fit_image, png_image_block
 
 
 def decoded(block: ImageBlock) -> Image.Image:
@@ -52,30 +47,45 @@ def test_no_url_is_a_clear_error(monkeypatch) -> None:
         QwenVL()
 
 
-def test_the_openai_client_does_not_retry_on_its_own() -> None:
-    llm = QwenVL(api_base="http://127.0.0.1:9/v1", max_retries=4)
-    assert llm._get_client().max_retries == 0
-    assert llm._get_aclient().max_retries == 0
+def test_the_openai_client_does_the_retries_and_timeouts() -> None:
+    llm = QwenVL(api_base="http://127.0.0.1:9/v1", max_retries=4, timeout=7)
+    for client in (llm._get_client(), llm._get_aclient()):
+        assert client.max_retries == 4 and client.timeout == 7
 
 
-@pytest.mark.parametrize(
-    ("mode", "expected"),
-    [
-        ("response_format", "response_format"),
-        ("structured_outputs", "extra_body"),
-        ("guided_json", "extra_body"),
-    ],
-)
-def test_json_kwargs_follow_the_structured_mode(mode: str, expected: str) -> None:
-    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
-    kwargs = QwenVL(api_base="http://x/v1", structured_mode=mode).json_kwargs(schema, "r")
-    assert list(kwargs) == [expected]
-    if mode == "response_format":
-        assert kwargs["response_format"]["json_schema"]["schema"] == schema
-    elif mode == "structured_outputs":
-        assert kwargs["extra_body"] == {"structured_outputs": {"json": schema}}
-    else:
-        assert kwargs["extra_body"] == {"guided_json": schema}
+def test_settings_for_any_server_come_from_the_environment(monkeypatch) -> None:
+    monkeypatch.setenv("DOCMEMO_LLM_URL", "http://127.0.0.1:8080/v1")
+    monkeypatch.setenv("DOCMEMO_LLM_MODEL", "smollm2")
+    monkeypatch.setenv("DOCMEMO_LLM_STRUCTURED_MODE", "json_object")
+    monkeypatch.setenv("DOCMEMO_LLM_CONTEXT_WINDOW", "2048")
+    monkeypatch.setenv("DOCMEMO_LLM_MAX_TOKENS", "256")
+    monkeypatch.setenv("DOCMEMO_LLM_DEADLINE", "30")
+    monkeypatch.setenv("DOCMEMO_LLM_IMAGES", "0")
+    llm = OpenAICompatible()
+    assert (llm.model, llm.structured_mode, llm.context_window) == ("smollm2", "json_object", 2048)
+    assert (llm.max_tokens, llm.request_deadline, llm.multimodal) == (256, 30.0, False)
+    budget = llm.context_budget()  # the window is set: no request to the server
+    assert (budget.window, budget.reply_tokens, budget.tokens_per_image) == (2048, 256, 0)
+
+
+def test_a_generic_server_needs_a_model_name(monkeypatch) -> None:
+    monkeypatch.delenv("DOCMEMO_LLM_MODEL", raising=False)
+    with pytest.raises(LLMError, match="no model name for http://x/v1"):
+        OpenAICompatible(api_base="http://x/v1")
+
+
+def test_unknown_structured_modes_are_refused_and_the_old_name_still_works() -> None:
+    with pytest.raises(ValueError, match="json_object"):
+        OpenAICompatible(api_base="http://x/v1", model="m", structured_mode="grammar")
+    old = OpenAICompatible(api_base="http://x/v1", model="m", structured_mode="response_format")
+    assert old.structured_mode == "json_schema"
+
+
+def test_a_text_only_llm_refuses_images_before_sending() -> None:
+    llm = OpenAICompatible(api_base="http://x/v1", model="m", multimodal=False)
+    block = png_image_block(Image.new("RGB", (10, 10)))
+    with pytest.raises(ValueError, match="text-only"):
+        llm._prepare([ChatMessage(role="user", blocks=[TextBlock(text="hi"), block])])
 
 
 def test_images_are_downscaled_to_the_long_side_limit() -> None:
@@ -106,20 +116,3 @@ def test_prepare_reencodes_large_or_non_png_images() -> None:
     first = decoded(out[0])
     assert first.format == "PNG" and first.size == (500, 400)
     assert out[1] is small
-
-
-@pytest.mark.parametrize(
-    ("attempt", "retry_after", "expected"),
-    [(0, None, 0.5), (1, None, 1.0), (3, None, 4.0), (10, None, 8.0), (0, 2.0, 2.0), (5, 0.0, 0.0)],
-)
-def test_retry_waits_back_off_and_honour_retry_after(attempt, retry_after, expected) -> None:
-    assert retry_delay(attempt, retry_after, base=0.5, cap=8.0) == expected
-
-
-def test_a_retry_after_beyond_the_cap_means_give_up() -> None:
-    assert retry_delay(0, 3600.0, base=0.5, cap=30.0) is None
-
-
-def test_jitter_only_shortens_the_wait() -> None:
-    waits = [retry_delay(2, None, base=0.5, cap=8.0, jitter=j) for j in (0.0, 0.5, 0.99)]
-    assert waits[0] == 2.0 and all(1.5 <= w <= 2.0 for w in waits)

@@ -8,13 +8,19 @@ import pytest
 
 from llama_index_docmemo.reasoning.replies import (
     FEEDBACK_SCHEMA,
+    RERANK_SCHEMA,
+    SUMMARY_SCHEMA,
+    FeedbackReply,
     ReplyError,
     ReplyLimits,
+    RerankReply,
+    SummaryReply,
     clip,
     extract_json,
     parse_feedback,
     parse_rerank,
     parse_summaries,
+    reply_schema,
 )
 from llama_index_docmemo.types import PageRef
 
@@ -41,13 +47,17 @@ def reply(**fields) -> str:
         '{"a": 1}',
         'Here you go:\n```json\n{"a": 1}\n```\nanything else?',
         'Sure! {"a": 1} Hope that helps.',
+        "{'a': 1}",  # near-JSON small models write, read through core's YAML fallback
+        '```json\n{"a": 1,}\n```',
     ],
 )
 def test_extract_json_finds_the_object(text: str) -> None:
     assert extract_json(text) == {"a": 1}
 
 
-@pytest.mark.parametrize("text", ["", "no json here", "{'a': 1}", '{"a": 1', "[1, 2]"])
+@pytest.mark.parametrize(
+    "text", ["", "no json here", '{"a": [1', "[1, 2]", "x" * 20_000_001, "{" + "x" * 200_000 + "}"]
+)
 def test_extract_json_rejects_what_is_not_an_object(text: str) -> None:
     with pytest.raises(ReplyError):
         extract_json(text)
@@ -163,6 +173,47 @@ def test_unknown_keys_are_ignored() -> None:
 def test_feedback_schema_requires_every_field_it_declares() -> None:
     assert set(FEEDBACK_SCHEMA["required"]) == set(FEEDBACK_SCHEMA["properties"])
     assert FEEDBACK_SCHEMA["additionalProperties"] is False
+
+
+def _objects(node):
+    if isinstance(node, dict):
+        if node.get("type") == "object":
+            yield node
+        for value in node.values():
+            yield from _objects(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _objects(value)
+
+
+@pytest.mark.parametrize(
+    ("schema", "model"),
+    [
+        (FEEDBACK_SCHEMA, FeedbackReply),
+        (RERANK_SCHEMA, RerankReply),
+        (SUMMARY_SCHEMA, SummaryReply),
+    ],
+)
+def test_reply_schemas_are_generated_from_the_models_and_strict(schema, model) -> None:
+    assert schema == reply_schema(model)
+    assert list(schema["properties"]) == list(model.model_fields)  # the writing order
+    text = json.dumps(schema)
+    assert "$ref" not in text and "$defs" not in text and '"default"' not in text
+    for node in _objects(schema):
+        assert node["additionalProperties"] is False
+        assert node["required"] == list(node["properties"])
+
+
+def test_page_numbers_are_plain_integers_in_the_schema_and_lenient_in_replies() -> None:
+    assert FEEDBACK_SCHEMA["properties"]["useful_pages"]["items"] == {"type": "integer"}
+    assert FEEDBACK_SCHEMA["properties"]["notes"]["items"]["properties"]["page"] == {
+        "type": "integer"
+    }
+    assert FEEDBACK_SCHEMA["properties"]["status"]["enum"] == [
+        "answered",
+        "need_more",
+        "unanswerable",
+    ]
 
 
 def test_rerank_keeps_shown_candidates_in_order_without_repeats() -> None:

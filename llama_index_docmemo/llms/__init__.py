@@ -1,5 +1,16 @@
-"""Chat LLMs for the VLM reasoner: Qwen-VL behind a vLLM OpenAI-compatible server."""
+"""Chat LLMs behind OpenAI-compatible servers (vLLM, llama.cpp, Ollama, OpenAI)."""
 
-from llama_index_docmemo.llms.qwen_vl import QwenVL, png_image_block
+from llama_index_docmemo.llms.context import ContextBudget, ContextWindowError
+from llama_index_docmemo.llms.deadline import deadline_scope
+from llama_index_docmemo.llms.images import png_image_block
+from llama_index_docmemo.llms.openai_compatible import OpenAICompatible
+from llama_index_docmemo.llms.qwen_vl import QwenVL
 
-__all__ = ["QwenVL", "png_image_block"]
+__all__ = [
+    "ContextBudget",
+    "ContextWindowError",
+    "OpenAICompatible",
+    "QwenVL",
+    "deadline_scope",
+    "png_image_block",
+]

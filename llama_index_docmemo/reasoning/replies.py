@@ -7,13 +7,16 @@ fixed lengths, strings are clipped; nothing in a reply is ever executed or obeye
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ValidationError
+from llama_index.core.output_parsers.base import OutputParserException
+from llama_index.core.output_parsers.utils import extract_json_str, parse_json_markdown
+from pydantic import BaseModel, BeforeValidator, ValidationError, WithJsonSchema
 
 from llama_index_docmemo.reasoning.base import EvidenceNote, Feedback
 from llama_index_docmemo.types import PageRef
@@ -23,84 +26,34 @@ class ReplyError(ValueError):
     """A reply that is not the JSON object asked for; the message goes into the repair prompt."""
 
 
-_NULLABLE_STRING = {"anyOf": [{"type": "string"}, {"type": "null"}]}
-_PAGE_LIST = {"type": "array", "items": {"type": "integer"}}
+MAX_REPLY_CHARS = 20_000_000
+"""Longer replies are refused unread (far beyond any ``max_tokens``)."""
 
-FEEDBACK_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "notes": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {"page": {"type": "integer"}, "fact": {"type": "string"}},
-                "required": ["page", "fact"],
-                "additionalProperties": False,
-            },
-        },
-        "useful_pages": _PAGE_LIST,
-        "irrelevant_pages": _PAGE_LIST,
-        "missing": {"type": "array", "items": {"type": "string"}},
-        "status": {"type": "string", "enum": ["answered", "need_more", "unanswerable"]},
-        "answer": _NULLABLE_STRING,
-        "refined_query": _NULLABLE_STRING,
-    },
-    "required": [
-        "notes",
-        "useful_pages",
-        "irrelevant_pages",
-        "missing",
-        "status",
-        "answer",
-        "refined_query",
-    ],
-    "additionalProperties": False,
-}
-"""Reply schema of one reading round (properties in the order the model should write them:
-facts first, verdict last)."""
-
-RERANK_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"pages": _PAGE_LIST},
-    "required": ["pages"],
-    "additionalProperties": False,
-}
-
-SUMMARY_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "summaries": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {"page": {"type": "integer"}, "summary": {"type": "string"}},
-                "required": ["page", "summary"],
-                "additionalProperties": False,
-            },
-        }
-    },
-    "required": ["summaries"],
-    "additionalProperties": False,
-}
-
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
-_LOCAL_NUMBER = re.compile(r"^\s*\[?\s*(?:page\s*)?(\d{1,6})\s*\]?\s*$", re.IGNORECASE)
+YAML_FALLBACK_CHARS = 100_000
+"""Up to this length a reply that is not strict JSON is read leniently (core's YAML fallback);
+longer ones must be strict JSON, which bounds the time a hostile reply can cost."""
 
 
 def extract_json(text: str) -> dict[str, Any]:
-    """The JSON object in a reply (bare, fenced, or surrounded by prose)."""
-    fenced = _FENCE.search(text)
-    candidate = fenced.group(1) if fenced else text
-    start, end = candidate.find("{"), candidate.rfind("}")
-    if start < 0 or end <= start:
-        raise ReplyError("the reply holds no JSON object")
+    """The JSON object in a reply (bare, fenced, or surrounded by prose), through LlamaIndex's
+    JSON helpers: ``parse_json_markdown`` (which also reads the near-JSON small models write),
+    ``extract_json_str`` for very long replies.
+    """
+    if len(text) > MAX_REPLY_CHARS:
+        raise ReplyError(f"the reply is {len(text)} characters long, over {MAX_REPLY_CHARS}")
     try:
-        value = json.loads(candidate[start : end + 1])
-    except json.JSONDecodeError as exc:
-        raise ReplyError(f"the reply is not valid JSON ({exc.msg} at char {exc.pos})") from exc
+        if len(text) <= YAML_FALLBACK_CHARS:
+            value = parse_json_markdown(text)
+        else:
+            value = json.loads(extract_json_str(text))
+    except (OutputParserException, ValueError) as exc:
+        raise ReplyError(f"the reply is not valid JSON ({str(exc)[:200]})") from exc
     if not isinstance(value, dict):
-        raise ReplyError("the reply's JSON is not an object")
+        raise ReplyError("the reply holds no JSON object")
     return value
+
+
+_LOCAL_NUMBER = re.compile(r"^\s*\[?\s*(?:page\s*)?(\d{1,6})\s*\]?\s*$", re.IGNORECASE)
 
 
 def _local_number(value: Any) -> int | None:
@@ -124,7 +77,10 @@ def _text(value: Any) -> Any:
     return value
 
 
-LocalNumber = Annotated[int | None, BeforeValidator(_local_number)]
+LocalNumber = Annotated[
+    int | None, BeforeValidator(_local_number), WithJsonSchema({"type": "integer"})
+]
+"""A page number [1]..[n] as shown; lenient on input, a plain integer in the schema."""
 Text = Annotated[str, BeforeValidator(_text)]
 OptionalText = Annotated[str | None, BeforeValidator(_text)]
 
@@ -161,6 +117,39 @@ class _SummaryItem(_Model):
 
 class SummaryReply(_Model):
     summaries: list[_SummaryItem]
+
+
+def reply_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema sent with a request, generated from the reply model.
+
+    Self-contained and strict, as OpenAI's ``strict`` mode, vLLM's and llama.cpp's grammar
+    compilers all accept: references inlined, every property required (in the model's field
+    order, which is the order the model should write them), no extra properties, no titles or
+    defaults.
+    """
+    generated = model.model_json_schema()
+    definitions = generated.pop("$defs", {})
+
+    def strict(node: Any) -> Any:
+        if isinstance(node, list):
+            return [strict(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            return strict(copy.deepcopy(definitions[node["$ref"].rsplit("/", 1)[-1]]))
+        out = {k: strict(v) for k, v in node.items() if k not in ("title", "default")}
+        if out.get("type") == "object" and "properties" in out:
+            out["required"] = list(out["properties"])
+            out["additionalProperties"] = False
+        return out
+
+    return strict(generated)
+
+
+FEEDBACK_SCHEMA = reply_schema(FeedbackReply)
+"""Reply schema of one reading round (facts first, verdict last)."""
+RERANK_SCHEMA = reply_schema(RerankReply)
+SUMMARY_SCHEMA = reply_schema(SummaryReply)
 
 
 @dataclass(frozen=True)

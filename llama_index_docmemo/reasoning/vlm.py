@@ -16,6 +16,7 @@ from llama_index_docmemo.reasoning.llm_json import (
     ask_json,
     image_block,
     llm_max_images,
+    llm_reads_images,
     to_messages,
 )
 from llama_index_docmemo.reasoning.prompts import (
@@ -37,7 +38,7 @@ class VLMReasoner(Reasoner):
         llm: any LlamaIndex chat LLM that accepts image blocks.
         max_images: images per request; default the LLM's ``max_images_per_prompt`` (else 8).
             Pages get images first, then crops; pages beyond the cap are shown as text.
-        use_images: False sends text only (for a text-only LLM).
+        use_images: False sends text only; default: the LLM's ``multimodal`` flag, else True.
         text_chars: extracted text shown per round, shared evenly between pages,
             each page getting between ``min_page_chars`` and ``max_page_chars``.
         limits: bounds on what one reply may put into the memories.
@@ -50,7 +51,7 @@ class VLMReasoner(Reasoner):
         llm: LLM,
         *,
         max_images: int | None = None,
-        use_images: bool = True,
+        use_images: bool | None = None,
         text_chars: int = 24000,
         max_page_chars: int = 6000,
         min_page_chars: int = 800,
@@ -58,7 +59,7 @@ class VLMReasoner(Reasoner):
     ) -> None:
         self.llm = llm
         self.max_images = max_images if max_images is not None else llm_max_images(llm)
-        self.use_images = use_images
+        self.use_images = llm_reads_images(llm) if use_images is None else use_images
         self.text_chars = text_chars
         self.max_page_chars = max_page_chars
         self.min_page_chars = min_page_chars
