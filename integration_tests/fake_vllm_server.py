@@ -4,6 +4,14 @@ It speaks the chat-completions protocol the real ``openai`` client expects, chec
 the way vLLM would refuse it (model name, message shapes, images decodable as PNG within the size
 and count limits, a JSON schema when one is required) and answers from a script. Each request is
 recorded for assertions.
+
+``flavour`` makes it refuse structured-output forms as other servers document (or, for
+llama.cpp, as the real server was seen to answer): "vllm" takes every form; "llama_cpp" refuses
+``json_schema`` with HTTP 500 and a validation message and takes ``json_object`` + ``schema``;
+"openai" and "ollama" take ``json_schema`` and refuse vLLM's own fields. ``context_window``
+refuses prompts longer than that many tokens (counted as characters / ``chars_per_token``) with
+the OpenAI-style overflow message llama-cpp-python and vLLM send. ``Reply(trickle=s)`` sends the
+body one byte every ``s`` seconds.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ class Reply:
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
     error: str = "scripted error"
+    trickle: float = 0.0
 
 
 @dataclass
@@ -47,10 +56,35 @@ class Request:
 Script = list[Reply | Callable[[Request], Reply]]
 
 
+LLAMA_CPP_REFUSAL = (
+    "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+    "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', "
+    "'ctx': {'expected': \"'text' or 'json_object'\"}}]"
+)
+"""What llama-cpp-python answers (HTTP 500) to ``response_format`` of type ``json_schema``."""
+
+
+def _refusal(body: dict[str, Any], flavour: str) -> str | None:
+    """The error a server of ``flavour`` sends for this request's structured-output form."""
+    fmt = body.get("response_format") or {}
+    kind = fmt.get("type")
+    if flavour == "llama_cpp" and kind not in (None, "text", "json_object"):
+        return LLAMA_CPP_REFUSAL
+    if flavour in ("openai", "ollama"):
+        for key in ("guided_json", "structured_outputs"):
+            if key in body:
+                return f"Unrecognized request argument supplied: {key}"
+        if kind == "json_object" and "schema" in fmt:
+            return "Additional properties are not allowed ('schema' was unexpected) - 'response_format'"
+    return None
+
+
 def _schema_of(body: dict[str, Any]) -> dict[str, Any] | None:
     fmt = body.get("response_format") or {}
     if fmt.get("type") == "json_schema":
         return (fmt.get("json_schema") or {}).get("schema")
+    if fmt.get("type") == "json_object" and isinstance(fmt.get("schema"), dict):
+        return fmt["schema"]
     structured = body.get("structured_outputs") or {}
     if isinstance(structured, dict) and structured.get("json"):
         return structured["json"]
@@ -99,9 +133,12 @@ def _inspect(body: dict[str, Any], server: FakeVLLM) -> Request:
         if max(w, h) > server.max_side:
             problems.append(f"image {w}x{h} exceeds long side {server.max_side}")
     schema = _schema_of(body)
+    text = "\n".join(texts)
     if server.require_schema and not (isinstance(schema, dict) and schema.get("properties")):
-        problems.append("no JSON schema in response_format / structured_outputs / guided_json")
-    return Request(body, "\n".join(texts), sizes, schema, problems)
+        in_prompt = "validates against this JSON schema" in text
+        if not in_prompt:
+            problems.append("no JSON schema in response_format / structured_outputs / guided_json")
+    return Request(body, text, sizes, schema, problems)
 
 
 def _completion(model: str, content: str, prompt_chars: int) -> dict[str, Any]:
@@ -165,11 +202,25 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timeout test)
 
+    def _trickle(self, payload: dict[str, Any], every: float) -> None:
+        """Headers at once, then the body one byte every ``every`` seconds."""
+        data = json.dumps(payload).encode()
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            for i in range(len(data)):
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
+                time.sleep(every)
+        except (BrokenPipeError, ConnectionResetError):
+            self.fake.trickles_cut += 1  # the client hung up
+
     def do_GET(self) -> None:
         if self.path.rstrip("/") == "/v1/models":
-            self._send(
-                200, {"object": "list", "data": [{"id": self.fake.model, "object": "model"}]}
-            )
+            card = {"id": self.fake.model, "object": "model", **self.fake.model_card}
+            self._send(200, {"object": "list", "data": [card]})
         else:
             self._send(404, _error(f"no route {self.path}", 404))
 
@@ -185,10 +236,22 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, _error("body is not JSON", 400))
             return
         request = _inspect(body, self.fake)
+        refusal = _refusal(body, self.fake.flavour)
+        if refusal is not None:
+            self.fake.refusals.append(refusal)
+            self._send(500 if self.fake.flavour == "llama_cpp" else 400, _error(refusal, 400))
+            return
+        overflow = self.fake.overflow(request)
+        if overflow is not None:
+            self.fake.refusals.append(overflow)
+            self._send(400, _error(overflow, 400))
+            return
         reply = self.fake.record(request)
         if reply.delay:
             time.sleep(reply.delay)
-        if request.problems:
+        if reply.trickle and not request.problems and reply.status == 200:
+            self._trickle(_completion(self.fake.model, reply.content, 1), reply.trickle)
+        elif request.problems:
             self._send(400, _error("; ".join(request.problems), 400))
         elif reply.status != 200:
             self._send(reply.status, _error(reply.error, reply.status), reply.headers)
@@ -206,7 +269,12 @@ class FakeVLLM:
             When the script runs out, ``default`` answers (a callable or a Reply), else HTTP 500.
         model: the served model name (requests naming another model are refused).
         max_images / max_side: the limits a request must respect.
-        require_schema: refuse requests without a JSON schema.
+        require_schema: refuse requests without a JSON schema (in a request field, or in
+            the prompt as "prompt" mode writes it).
+        flavour: "vllm", "llama_cpp", "openai" or "ollama": which structured-output forms
+            are refused (see the module docstring).
+        context_window: refuse prompts over this many tokens (None: no limit).
+        chars_per_token: how this server's "tokenizer" counts.
     """
 
     def __init__(
@@ -218,6 +286,9 @@ class FakeVLLM:
         max_images: int = 8,
         max_side: int = 1500,
         require_schema: bool = True,
+        flavour: str = "vllm",
+        context_window: int | None = None,
+        chars_per_token: float = 2.0,
     ) -> None:
         self.script = list(script or [])
         self.default = default
@@ -225,6 +296,12 @@ class FakeVLLM:
         self.max_images = max_images
         self.max_side = max_side
         self.require_schema = require_schema
+        self.flavour = flavour
+        self.context_window = context_window
+        self.chars_per_token = chars_per_token
+        self.refusals: list[str] = []
+        self.model_card: dict[str, Any] = {}
+        self.trickles_cut = 0
         self.requests: list[Request] = []
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
@@ -242,6 +319,24 @@ class FakeVLLM:
     @property
     def problems(self) -> list[str]:
         return [p for r in self.requests for p in r.problems]
+
+    def prompt_tokens(self, request: Request) -> int:
+        """This server's token count of a request: text by ``chars_per_token``, 500 per image."""
+        return int(len(request.text) / self.chars_per_token) + 500 * len(request.image_sizes)
+
+    def overflow(self, request: Request) -> str | None:
+        """The overflow error for a prompt over ``context_window`` (OpenAI's wording)."""
+        if self.context_window is None:
+            return None
+        prompt = self.prompt_tokens(request)
+        reply = int(request.body.get("max_tokens") or 0)
+        if prompt + reply <= self.context_window:
+            return None
+        return (
+            f"This model's maximum context length is {self.context_window} tokens. However, you "
+            f"requested {prompt + reply} tokens ({prompt} in the messages, {reply} in the "
+            "completion). Please reduce the length of the messages or completion."
+        )
 
     def record(self, request: Request) -> Reply:
         with self._lock:

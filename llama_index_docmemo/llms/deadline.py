@@ -11,7 +11,8 @@ seconds can hold a request for ever. Three pieces close that gap:
 - :func:`deadline_scope` lets a caller with its own budget (a query's ``max_seconds``) cap
   every request made inside it.
 
-The deadline travels with each HTTP request as the header :data:`DEADLINE_HEADER` (a
+The transport also marks a 5xx that refuses the structured-output form as not to be retried
+(see :func:`_refusal_not_retried`). The deadline travels with each HTTP request as the header :data:`DEADLINE_HEADER` (a
 ``time.monotonic()`` instant, read and removed by the transport, never sent).
 """
 
@@ -28,9 +29,12 @@ from typing import TypeVar
 
 import httpx
 
+from llama_index_docmemo.llms.structured import names_response_format
+
 T = TypeVar("T")
 
 DEADLINE_HEADER = "x-docmemo-deadline"
+TOTAL_DEADLINE_PASSED = "total deadline passed"
 
 _SCOPE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "docmemo_llm_deadline", default=None
@@ -147,7 +151,7 @@ def _shrink_timeouts(request: httpx.Request, at: float) -> None:
     """Every timeout of this attempt at most the time left (raises when none is left)."""
     left = at - time.monotonic()
     if left <= 0:
-        raise httpx.ConnectTimeout("total deadline passed before the request", request=request)
+        raise httpx.ConnectTimeout(f"{TOTAL_DEADLINE_PASSED} before the request", request=request)
     timeouts = dict(request.extensions.get("timeout") or {})
     for key in ("connect", "read", "write", "pool"):
         value = timeouts.get(key)
@@ -165,7 +169,7 @@ class _DeadlineStream(httpx.SyncByteStream):
         for chunk in self._inner:
             if time.monotonic() > self._at:
                 raise httpx.ReadTimeout(
-                    "total deadline passed while reading", request=self._request
+                    f"{TOTAL_DEADLINE_PASSED} while reading", request=self._request
                 )
             yield chunk
 
@@ -173,19 +177,34 @@ class _DeadlineStream(httpx.SyncByteStream):
         self._inner.close()
 
 
+def _refusal_not_retried(response: httpx.Response) -> httpx.Response:
+    """A 5xx whose body names the response format, marked ``x-should-retry: false``.
+
+    llama-cpp-python refuses an unsupported ``response_format`` with HTTP 500; the ``openai``
+    client would retry that as a server fault. The header is the client's own switch for
+    "do not retry this"; the caller then falls back to another structured mode.
+    """
+    if names_response_format(response.status_code, response.text):
+        response.headers["x-should-retry"] = "false"
+    return response
+
+
 class DeadlineTransport(httpx.BaseTransport):
-    """Wraps an ``httpx`` transport: applies the deadline a request carries in its header."""
+    """Wraps an ``httpx`` transport: applies the deadline a request carries in its header,
+    and keeps the client from retrying a refusal of the structured-output form."""
 
     def __init__(self, inner: httpx.BaseTransport | None = None) -> None:
         self._inner = inner or httpx.HTTPTransport()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         at = _pop_deadline(request)
-        if at is None:
-            return self._inner.handle_request(request)
-        _shrink_timeouts(request, at)
+        if at is not None:
+            _shrink_timeouts(request, at)
         response = self._inner.handle_request(request)
-        if isinstance(response.stream, httpx.SyncByteStream):
+        if response.status_code >= 500:
+            response.read()
+            return _refusal_not_retried(response)
+        if at is not None and isinstance(response.stream, httpx.SyncByteStream):
             response.stream = _DeadlineStream(response.stream, at, request)
         return response
 
@@ -203,7 +222,11 @@ class AsyncDeadlineTransport(httpx.AsyncBaseTransport):
         at = _pop_deadline(request)
         if at is not None:
             _shrink_timeouts(request, at)
-        return await self._inner.handle_async_request(request)
+        response = await self._inner.handle_async_request(request)
+        if response.status_code >= 500:
+            await response.aread()
+            return _refusal_not_retried(response)
+        return response
 
     async def aclose(self) -> None:
         await self._inner.aclose()

@@ -26,6 +26,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+import httpx
 import openai
 from llama_index.core.base.llms.types import (
     ChatMessage,
@@ -41,6 +42,7 @@ from llama_index.llms.openai_like import OpenAILike
 from llama_index_docmemo.errors import LLMError
 from llama_index_docmemo.llms.context import ContextBudget, ContextWindowError, parse_overflow
 from llama_index_docmemo.llms.deadline import (
+    TOTAL_DEADLINE_PASSED,
     AsyncDeadlineTransport,
     DeadlineExceeded,
     DeadlineTransport,
@@ -323,7 +325,7 @@ class OpenAICompatible(OpenAILike):
     def _failure(self, exc: BaseException) -> LLMError:
         """The :class:`LLMError` for a failed request (context overflows are learned)."""
         where = f"LLM endpoint {self.api_base} (model {self.model})"
-        if isinstance(exc, DeadlineExceeded):
+        if isinstance(exc, DeadlineExceeded) or TOTAL_DEADLINE_PASSED in str(exc):
             return LLMError(
                 f"{where} did not answer within the total request deadline of "
                 f"{self.request_deadline:g}s (request_deadline / {ENV_DEADLINE})"
@@ -388,7 +390,7 @@ class OpenAICompatible(OpenAILike):
         def guarded() -> ChatResponseGen:
             try:
                 yield from iterate_with_deadline(chunks, at)
-            except (openai.OpenAIError, DeadlineExceeded) as exc:
+            except (openai.OpenAIError, httpx.HTTPError, DeadlineExceeded) as exc:
                 raise self._failure(exc) from exc
 
         return guarded()
@@ -403,7 +405,7 @@ class OpenAICompatible(OpenAILike):
             try:
                 async for chunk in aiterate_with_deadline(chunks, at):
                     yield chunk
-            except (openai.OpenAIError, DeadlineExceeded) as exc:
+            except (openai.OpenAIError, httpx.HTTPError, DeadlineExceeded) as exc:
                 raise self._failure(exc) from exc
 
         return guarded()
