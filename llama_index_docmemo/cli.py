@@ -33,14 +33,36 @@ def _add_store_args(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_llm_args(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("vision-language model (optional)")
+    group = parser.add_argument_group("LLM reader on an OpenAI-compatible server (optional)")
     group.add_argument(
         "--llm-url",
         default=os.environ.get("DOCMEMO_LLM_URL"),
-        help="OpenAI-compatible base URL of a vLLM server (e.g. http://127.0.0.1:8000/v1)",
+        help="OpenAI-compatible base URL (vLLM, llama.cpp, Ollama, OpenAI; e.g. http://127.0.0.1:8000/v1)",
     )
     group.add_argument("--llm-model", default=os.environ.get("DOCMEMO_LLM_MODEL"))
     group.add_argument("--llm-api-key", default=os.environ.get("DOCMEMO_LLM_API_KEY"))
+    group.add_argument(
+        "--llm-text-only",
+        action="store_true",
+        help="send page text only, no images (a text model; $DOCMEMO_LLM_IMAGES=0)",
+    )
+    group.add_argument(
+        "--llm-structured-mode",
+        choices=[
+            "auto",
+            "json_schema",
+            "structured_outputs",
+            "guided_json",
+            "json_object",
+            "prompt",
+        ],
+        default=None,
+        help="how to ask for JSON (default auto: json_schema, then llama.cpp's json_object, then the prompt)",
+    )
+    group.add_argument(
+        "--llm-context-window", type=int, default=None, help="the model's context, in tokens"
+    )
+    group.add_argument("--llm-max-tokens", type=int, default=None, help="reply tokens")
 
 
 def _add_loop_args(parser: argparse.ArgumentParser) -> None:
@@ -79,7 +101,15 @@ def _llm(args: argparse.Namespace) -> Any:
         return None
     from llama_index_docmemo.llms import QwenVL
 
-    return QwenVL(api_base=args.llm_url, model=args.llm_model, api_key=args.llm_api_key)
+    return QwenVL(
+        api_base=args.llm_url,
+        model=args.llm_model,
+        api_key=args.llm_api_key,
+        multimodal=False if args.llm_text_only else None,
+        structured_mode=args.llm_structured_mode,
+        context_window=args.llm_context_window,
+        max_tokens=args.llm_max_tokens,
+    )
 
 
 def _config(args: argparse.Namespace) -> Any:

@@ -1,0 +1,102 @@
+"""Structured-output request forms per server, refusal detection, the per-server memory (pure)."""
+
+from __future__ import annotations
+
+import pytest
+from llama_index.core.base.llms.types import ChatMessage
+
+from llama_index_docmemo.llms.servers import ServerMemory
+from llama_index_docmemo.llms.structured import (
+    AUTO_ORDER,
+    CONCRETE_MODES,
+    names_response_format,
+    next_mode,
+    normalise_mode,
+    request_options,
+    with_schema_in_prompt,
+)
+
+SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        (
+            "json_schema",
+            {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "r", "schema": SCHEMA, "strict": True},
+                }
+            },
+        ),
+        ("json_object", {"response_format": {"type": "json_object", "schema": SCHEMA}}),
+        ("structured_outputs", {"extra_body": {"structured_outputs": {"json": SCHEMA}}}),
+        ("guided_json", {"extra_body": {"guided_json": SCHEMA}}),
+        ("prompt", {}),
+    ],
+)
+def test_each_mode_asks_in_its_servers_form(mode: str, expected: dict) -> None:
+    assert request_options(mode, SCHEMA, "r") == expected
+
+
+def test_every_concrete_mode_has_a_form_and_auto_has_none() -> None:
+    for mode in CONCRETE_MODES:
+        request_options(mode, SCHEMA, "r")
+    with pytest.raises(ValueError):
+        request_options("auto", SCHEMA, "r")
+
+
+def test_mode_names_are_checked_and_the_old_name_maps() -> None:
+    assert normalise_mode("response_format") == "json_schema"
+    assert normalise_mode("auto") == "auto"
+    with pytest.raises(ValueError, match="not one of"):
+        normalise_mode("xml")
+
+
+def test_auto_walks_schema_then_llama_cpp_then_prompt() -> None:
+    assert AUTO_ORDER == ("json_schema", "json_object", "prompt")
+    assert [next_mode(m) for m in AUTO_ORDER] == ["json_object", "prompt", None]
+    assert next_mode("guided_json") is None
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "refused"),
+    [
+        (
+            500,
+            "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\"}]",
+            True,
+        ),
+        (400, "Unrecognized request argument supplied: guided_json", True),
+        (400, "Invalid schema for response_format 'feedback'", True),
+        (422, "structured_outputs is not supported by this backend", True),
+        (500, "CUDA out of memory", False),
+        (400, "model 'x' does not exist", False),
+        (None, "response_format timed out", False),
+        (200, "response_format", False),
+    ],
+)
+def test_a_refusal_is_told_by_its_text_not_its_status(status, message, refused) -> None:
+    assert names_response_format(status, message) is refused
+
+
+def test_prompt_mode_appends_the_schema_to_the_system_turn() -> None:
+    msgs = [ChatMessage(role="system", content="Be brief."), ChatMessage(role="user", content="q")]
+    out = with_schema_in_prompt(msgs, SCHEMA)
+    assert out[0].content.startswith("Be brief.") and '"required":["a"]' in out[0].content
+    assert out[1] is msgs[1] and msgs[0].content == "Be brief."
+    bare = with_schema_in_prompt([ChatMessage(role="user", content="q")], SCHEMA)
+    assert bare[0].role == "system" and "JSON schema" in bare[0].content
+
+
+def test_server_memory_is_per_base_url() -> None:
+    memory = ServerMemory()
+    memory.update("http://a/v1/", structured_mode="json_object")
+    assert memory.get("http://a/v1").structured_mode == "json_object"
+    assert memory.get("http://b/v1").structured_mode is None
+    memory.update("http://a/v1", context_window=2048)
+    assert memory.get("http://a/v1").structured_mode == "json_object"
+    memory.forget("http://a/v1")
+    assert memory.get("http://a/v1").context_window is None
