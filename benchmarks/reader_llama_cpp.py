@@ -179,7 +179,7 @@ def report(rates: ReaderRates, tokens: TokenCounter | None, settings: dict[str, 
         f"| fp (other page shown, labelled useful) | {r['fp']:.3f} (95% CI {r['fp_95ci'][0]:.3f}-{r['fp_95ci'][1]:.3f}; {rates.other_useful}/{rates.other_shown}) |",
         f"| pages left unlabelled / labelled irrelevant | {r['left_unlabelled']} / {r['labelled_irrelevant']} |",
         f"| labels naming pages never shown (dropped) | {r['labels_naming_unseen_pages']} |",
-        f"| seconds per round (mean / median) | {r['seconds_per_round_mean']:.1f} / {r['seconds_per_round_median']:.1f} |",
+        f"| seconds per round (mean / median) | {r['seconds_per_round_mean']:.2f} / {r['seconds_per_round_median']:.2f} |",
         f"| final statuses | {', '.join(f'{k}: {v}' for k, v in sorted(r['statuses'].items()))} |",
     ]
     if tokens is not None and rates.rounds:

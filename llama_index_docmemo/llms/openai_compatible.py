@@ -384,6 +384,8 @@ class OpenAICompatible(OpenAILike):
             raise self._failure(exc) from exc
 
     def _stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
+        # the parent builds the stream lazily (its retry decorator wraps only that building, so
+        # the openai client's retries stay the only ones); the deadline bounds every chunk
         at = deadline_at(self.request_deadline)
         chunks = super()._stream_chat(self._prepare(messages), **self._headers(kwargs, at))
 
