@@ -297,3 +297,10 @@ def test_streaming_stops_at_the_deadline() -> None:
             for _ in client.stream_complete("hello"):
                 pass
         assert time.perf_counter() - started < 3.5
+
+
+def test_json_schema_forced_on_llama_cpp_fails_at_once_naming_the_refusal() -> None:
+    server = FakeVLLM([], default=Reply(feedback()), model=MODEL, flavour="llama_cpp")
+    with server, pytest.raises(LLMError, match=r"HTTP 500: .*'text' or 'json_object'.*not retried"):
+        VLMReasoner(llm(server, structured_mode="json_schema", max_retries=3)).reason(round_input())
+    assert len(server.refusals) == 1

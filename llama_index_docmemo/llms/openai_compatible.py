@@ -129,7 +129,9 @@ def _retried(exc: BaseException) -> bool:
     if isinstance(exc, openai.APIConnectionError):
         return True
     status = _status(exc)
-    return status is not None and (status in _RETRIED_STATUS or status >= 500)
+    if status is None or names_response_format(status, _error_text(exc)):
+        return False  # a refusal of the response format is marked not-to-retry (deadline.py)
+    return status in _RETRIED_STATUS or status >= 500
 
 
 def _usage(response: Any) -> dict[str, int]:
