@@ -57,11 +57,13 @@ Script = list[Reply | Callable[[Request], Reply]]
 
 
 LLAMA_CPP_REFUSAL = (
-    "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+    "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
     "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', "
-    "'ctx': {'expected': \"'text' or 'json_object'\"}}]"
+    "'ctx': {'expected': \"'text' or 'json_object'\"}}\n\n  File \"llama_cpp/server/app.py\", "
+    "line 376, in create_chat_completion\n    POST /v1/chat/completions"
 )
-"""What llama-cpp-python answers (HTTP 500) to ``response_format`` of type ``json_schema``."""
+"""What llama-cpp-python 0.3.36 answered (HTTP 500, type internal_server_error) to
+``response_format`` of type ``json_schema``, recorded from the real server."""
 
 
 def _refusal(body: dict[str, Any], flavour: str) -> str | None:
@@ -239,7 +241,8 @@ class _Handler(BaseHTTPRequestHandler):
         refusal = _refusal(body, self.fake.flavour)
         if refusal is not None:
             self.fake.refusals.append(refusal)
-            self._send(500 if self.fake.flavour == "llama_cpp" else 400, _error(refusal, 400))
+            status = 500 if self.fake.flavour == "llama_cpp" else 400
+            self._send(status, _error(refusal, status))
             return
         overflow = self.fake.overflow(request)
         if overflow is not None:

@@ -120,7 +120,7 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, openai.APIConnectionError):
         return f"could not connect ({exc.__cause__ or exc})"
     if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code}: {_error_text(exc)[:500]}"
+        return f"HTTP {exc.status_code}: {' '.join(_error_text(exc).split())[:500]}"
     return f"{type(exc).__name__}: {exc}"
 
 
