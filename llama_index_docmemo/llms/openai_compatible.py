@@ -74,6 +74,7 @@ ENV_STRUCTURED_MODE = "DOCMEMO_LLM_STRUCTURED_MODE"
 ENV_CONTEXT_WINDOW = "DOCMEMO_LLM_CONTEXT_WINDOW"
 ENV_MAX_TOKENS = "DOCMEMO_LLM_MAX_TOKENS"
 ENV_DEADLINE = "DOCMEMO_LLM_DEADLINE"
+ENV_TIMEOUT = "DOCMEMO_LLM_TIMEOUT"
 ENV_IMAGES = "DOCMEMO_LLM_IMAGES"
 
 DEFAULT_CONTEXT_WINDOW = 32768
@@ -161,7 +162,8 @@ class OpenAICompatible(OpenAILike):
             server's own figure when its model list gives one, else 32768, corrected by the
             server's overflow error.
         max_tokens: reply tokens (``$DOCMEMO_LLM_MAX_TOKENS``, else 2048), kept free in the window.
-        timeout: seconds per read/connect (the ``openai`` client's timeout).
+        timeout: seconds per read/connect (the ``openai`` client's timeout;
+            ``$DOCMEMO_LLM_TIMEOUT``, else 120).
         max_retries: the ``openai`` client's retries (connection errors, timeouts, 408, 409, 429,
             5xx; exponential backoff from 0.5 s, ``Retry-After`` honoured up to 2 minutes).
         request_deadline: total seconds for one request, retries and slow reads included
@@ -196,7 +198,7 @@ class OpenAICompatible(OpenAILike):
         context_window: int | None = None,
         max_tokens: int | None = None,
         temperature: float = 0.0,
-        timeout: float = 120.0,
+        timeout: float | None = None,
         max_retries: int = 2,
         request_deadline: float | None = None,
         multimodal: bool | None = None,
@@ -223,7 +225,7 @@ class OpenAICompatible(OpenAILike):
             context_window=window or DEFAULT_CONTEXT_WINDOW,
             max_tokens=max_tokens or _env_number(ENV_MAX_TOKENS, int) or 2048,
             temperature=temperature,
-            timeout=timeout,
+            timeout=timeout or _env_number(ENV_TIMEOUT, float) or 120.0,
             max_retries=max_retries,
             structured_mode=structured_mode or os.environ.get(ENV_STRUCTURED_MODE) or "auto",
             request_deadline=request_deadline or _env_number(ENV_DEADLINE, float) or 180.0,
@@ -437,6 +439,9 @@ class OpenAICompatible(OpenAILike):
             return None
         following = next_mode(mode)
         if following is not None:
+            # remembered now, not on success: a slow first answer must not send others back
+            # to the refused form
+            SERVERS.update(self.api_base, structured_mode=following)
             logger.warning(
                 "%s refused structured mode %r (%s); trying %r",
                 self.api_base,
