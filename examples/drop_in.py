@@ -36,7 +36,7 @@ class TopKPages(BaseRetriever):
         self.store, self.encoder, self.k = store, encoder, k
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        from llama_index_docmemo.retriever import page_node
+        from llama_index_docmemo.nodes import page_node
 
         hits = self.store.search(self.encoder.encode_query(query_bundle.query_str), limit=self.k)
         return [NodeWithScore(node=page_node(h.record), score=h.score) for h in hits]

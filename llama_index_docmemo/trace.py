@@ -10,7 +10,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-StopReason = Literal["answered", "unanswerable", "max_rounds", "budget", "no_candidates", "static"]
+StopReason = Literal[
+    "answered", "unanswerable", "max_rounds", "budget", "deadline", "no_candidates", "static"
+]
 
 
 class PageScore(BaseModel):

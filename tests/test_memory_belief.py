@@ -63,12 +63,13 @@ def test_propagation_across_a_section_boundary_is_scaled(cross: float, expected:
     assert m.get(PageRef("a.pdf", 6))[0] == pytest.approx(expected)
 
 
-def test_pages_outside_scope_are_ignored_by_update_and_rejected_by_index() -> None:
+def test_pages_outside_scope_are_ignored_by_update_and_rejected_by_get() -> None:
     m = PageBeliefMemory(DOCS)
     m.update(useful=[PageRef("c.pdf", 1), PageRef("a.pdf", 99)])
     assert np.all(m.alpha == 1.0)
     with pytest.raises(KeyError, match="not a page"):
-        m.index(PageRef("a.pdf", 13))
+        m.get(PageRef("a.pdf", 13))
+    assert len(m) == 0  # nothing outside the scope got a belief of its own
 
 
 def test_prior_from_scores_only_primes_uninformed_pages() -> None:

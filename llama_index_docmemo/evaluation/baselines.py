@@ -20,8 +20,8 @@ from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.evaluation.datasets import QAItem
 from llama_index_docmemo.evaluation.metrics import QuestionRun
+from llama_index_docmemo.nodes import page_node
 from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
-from llama_index_docmemo.retriever import page_node
 from llama_index_docmemo.store.base import PageStore
 from llama_index_docmemo.trace import QueryTrace
 from llama_index_docmemo.types import PageFilter, PageRef
