@@ -25,6 +25,7 @@ import llama_index.core.instrumentation as instrument
 import numpy as np
 from llama_index.core.base.response.schema import Response
 from llama_index.core.callbacks import CallbackManager, CBEventType, EventPayload
+from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
 from llama_index.core.instrumentation.events.retrieval import (
     RetrievalEndEvent,
     RetrievalStartEvent,
@@ -42,7 +43,7 @@ from llama_index_docmemo.expansion import expansion_terms
 from llama_index_docmemo.memory.belief import PageBeliefMemory, normalise_scores
 from llama_index_docmemo.memory.episodic import EpisodicMemory
 from llama_index_docmemo.memory.schema import DocumentSchema, SchemaMemory
-from llama_index_docmemo.nodes import is_page, node_ref, page_node
+from llama_index_docmemo.nodes import PageWithScore, is_page, node_ref, page_node
 from llama_index_docmemo.reasoning.base import (
     CropView,
     PageView,
@@ -122,7 +123,7 @@ class RoundSelection:
 
     def nodes(self, loop: DocMemoLoop) -> list[NodeWithScore]:
         return [
-            NodeWithScore(node=loop.node_of(record), score=score)
+            PageWithScore(node=loop.node_of(record), score=score)
             for record, score in zip(self.pages, self.scores, strict=True)
         ]
 
@@ -199,7 +200,8 @@ class DocMemoLoop:
         self.read: set[PageRef] = set()
         self.round = 0
         self.llm_calls = 0
-        self.pages_in_scope = 0
+        self.pages_known = 0  # pages of the documents among the candidates so far
+        self._scope_pages: int | None = None  # counted by the store only when needed
         self.rounds: list[RoundTrace] = []
         self.crops: list[NodeWithScore] = []
         self.feedback: Feedback | None = None
@@ -210,14 +212,18 @@ class DocMemoLoop:
 
     # -- start --------------------------------------------------------------------------------
     def start(self) -> DocMemoLoop:
-        """Count the pages in scope (the only store call before round 1)."""
-        self.pages_in_scope = self.parts.store.count_pages(self.scope)
+        """Nothing to load: schemas and page counts arrive with the candidates (a query over a
+        tenant of 10,000 documents starts as fast as one over a single document)."""
         return self
 
     async def astart(self) -> DocMemoLoop:
-        # the store contract has no async count: one short call in a worker thread
-        self.pages_in_scope = await asyncio.to_thread(self.parts.store.count_pages, self.scope)
-        return self
+        return self.start()
+
+    def pages_in_scope(self) -> int:
+        """Pages visible through the scope (one store count, made at most once per query)."""
+        if self._scope_pages is None:
+            self._scope_pages = self.parts.store.count_pages(self.scope)
+        return self._scope_pages
 
     # -- select -------------------------------------------------------------------------------
     def round_query(self) -> str:
@@ -255,10 +261,9 @@ class DocMemoLoop:
             hits, scores, chosen, k, lam = self._choose(hits)
             if self.parts.reranker is not None and chosen:
                 self._fetch_records(chosen)
-                with counting_llm_calls() as tally:
-                    reranked = self.parts.reranker.postprocess_nodes(
-                        self._rerank_nodes(chosen), self._rerank_bundle(query)
-                    )
+                nodes, bundle = self._rerank_nodes(chosen), self._rerank_bundle(query)
+                with self._rerank_events(nodes, bundle, k) as ended, counting_llm_calls() as tally:
+                    reranked = ended(self.parts.reranker.postprocess_nodes(nodes, bundle))
                 self.llm_calls += tally.calls
                 chosen = self._reranked(chosen, reranked, k)
             self._fetch_records(chosen[:k])
@@ -285,10 +290,9 @@ class DocMemoLoop:
             hits, scores, chosen, k, lam = self._choose(hits)
             if self.parts.reranker is not None and chosen:
                 await asyncio.to_thread(self._fetch_records, chosen)
-                with counting_llm_calls() as tally:
-                    reranked = await self.parts.reranker.apostprocess_nodes(
-                        self._rerank_nodes(chosen), self._rerank_bundle(query)
-                    )
+                nodes, bundle = self._rerank_nodes(chosen), self._rerank_bundle(query)
+                with self._rerank_events(nodes, bundle, k) as ended, counting_llm_calls() as tally:
+                    reranked = ended(await self.parts.reranker.apostprocess_nodes(nodes, bundle))
                 self.llm_calls += tally.calls
                 chosen = self._reranked(chosen, reranked, k)
             await asyncio.to_thread(self._fetch_records, chosen[:k])
@@ -298,13 +302,13 @@ class DocMemoLoop:
         return selection
 
     def _new_documents(self, hits: list[PageHit]) -> PageFilter:
-        """The scope narrowed to the candidates' documents whose schema is not loaded yet."""
+        """The scope narrowed to the candidates' documents whose schema is not loaded yet.
+
+        ``where`` conditions are left out: they name page payload keys a document record may
+        not have, and the hits already passed them."""
         new = sorted({h.record.doc_id for h in hits} - set(self.versions))
         return PageFilter(
-            doc_ids=tuple(new),
-            tenant=self.scope.tenant,
-            acl_groups=self.scope.acl_groups,
-            where=self.scope.where,
+            doc_ids=tuple(new), tenant=self.scope.tenant, acl_groups=self.scope.acl_groups
         )
 
     def _add_schemas(self, schemas: list[DocumentSchema]) -> None:
@@ -314,6 +318,7 @@ class DocMemoLoop:
                 self.versions[schema.doc_id] = schema.doc_version
                 self.schema.add(schema)
                 self.beliefs.add_document(schema.doc_id, schema.n_pages)
+                self.pages_known += schema.n_pages
 
     def _choose(
         self, hits: list[PageHit]
@@ -364,7 +369,7 @@ class DocMemoLoop:
 
     def _rerank_nodes(self, refs: list[PageRef]) -> list[NodeWithScore]:
         return [
-            NodeWithScore(node=self.node_of(self.records[r]), score=self._last_scores.get(r, 0.0))
+            PageWithScore(node=self.node_of(self.records[r]), score=self._last_scores.get(r, 0.0))
             for r in refs
             if r in self.records
         ]
@@ -426,6 +431,27 @@ class DocMemoLoop:
             cb_event.on_end(payload={EventPayload.NODES: nodes})
         dispatcher.event(RetrievalEndEvent(str_or_query_bundle=bundle, nodes=nodes))
 
+    @contextmanager
+    def _rerank_events(
+        self, nodes: list[NodeWithScore], bundle: QueryBundle, k: int
+    ) -> Iterator[Any]:
+        """LlamaIndex's rerank start/end events and a RERANKING callback event around the
+        rerank stage, whichever postprocessor fills it."""
+        reranker = self.parts.reranker
+        model = str(getattr(reranker, "model", "") or type(reranker).__name__)
+        dispatcher.event(ReRankStartEvent(query=bundle, nodes=nodes, top_n=k, model_name=model))
+        out: list[list[NodeWithScore]] = []
+
+        def ended(reranked: list[NodeWithScore]) -> list[NodeWithScore]:
+            out.append(reranked)
+            return reranked
+
+        payload = {EventPayload.QUERY_STR: bundle.query_str, EventPayload.NODES: nodes}
+        with self._callbacks().event(CBEventType.RERANKING, payload=payload) as cb_event:
+            yield ended
+            cb_event.on_end(payload={EventPayload.NODES: out[0] if out else []})
+        dispatcher.event(ReRankEndEvent(nodes=out[0] if out else []))
+
     def page_view(self, record: PageRecord) -> PageView:
         use_schema = self.config.use_schema
         return PageView(
@@ -468,7 +494,7 @@ class DocMemoLoop:
                 round=selection.round,
                 final_round=final,
                 pages_read_total=len(self.read) + len(selection.pages),
-                pages_in_scope=self.pages_in_scope,
+                pages_in_scope=self.pages_known,
             ),
             crops,
         )
@@ -477,7 +503,7 @@ class DocMemoLoop:
         if self.parts.crops is None or not self.config.adaptive_granularity:
             return None
         return [
-            NodeWithScore(node=self.node_of(r), score=s)
+            PageWithScore(node=self.node_of(r), score=s)
             for r, s in zip(selection.pages, selection.scores, strict=True)
         ]
 
@@ -560,9 +586,10 @@ class DocMemoLoop:
     def _explored(self, round_: int) -> bool:
         """Enough of the scope was read to believe a reader that says "not in the documents"."""
         cfg = self.config
-        return round_ >= min(cfg.min_rounds_before_unanswerable, cfg.rounds) or (
-            self.pages_in_scope > 0 and len(self.read) >= self.pages_in_scope
-        )
+        if round_ >= min(cfg.min_rounds_before_unanswerable, cfg.rounds):
+            return True
+        # every page of the scope read; the store is asked only once the documents seen are
+        return len(self.read) >= self.pages_known and len(self.read) >= self.pages_in_scope()
 
     def stop_reason(
         self, selection: RoundSelection, feedback: Feedback | None
@@ -658,8 +685,11 @@ class DocMemoLoop:
                 for r in self.episodic.pages_read
             ],
             evidence=[
-                PageScore(doc=str(n.node.metadata["doc_id"]), page=int(n.node.metadata["page"]),
-                          score=n.score or 0.0)
+                PageScore(
+                    doc=str(n.node.metadata["doc_id"]),
+                    page=int(n.node.metadata["page"]),
+                    score=n.score or 0.0,
+                )
                 for n in sources
                 if is_page(n)
             ],
@@ -676,7 +706,7 @@ class DocMemoLoop:
         refs = [r for r in dict.fromkeys([*self.episodic.useful_pages, *cited]) if r in self.read]
         records = [self.records[r] for r in refs if r in self.records]
         nodes = [
-            NodeWithScore(
+            PageWithScore(
                 node=page_node(rec, image_path=self._rendered(rec)),
                 score=float(self.beliefs.mean([rec.ref])[0]) if rec.ref in self.beliefs else 0.5,
             )

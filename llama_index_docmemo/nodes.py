@@ -42,6 +42,20 @@ def page_node(record: PageRecord, *, image_path: Path | None = None, summary: st
     )
 
 
+class PageWithScore(NodeWithScore):
+    """``NodeWithScore`` whose ``text`` also works for a ``Node`` (core's checks ``TextNode``
+    only, which breaks evaluators such as ``RetrieverEvaluator`` on the newer node type)."""
+
+    @property
+    def text(self) -> str:
+        return self.node.get_content()
+
+
+def scored(record: PageRecord, score: float | None, **kwargs: object) -> PageWithScore:
+    """A page node with its score, as every path of the loop returns pages."""
+    return PageWithScore(node=page_node(record, **kwargs), score=score)  # type: ignore[arg-type]
+
+
 def node_ref(node: BaseNode | NodeWithScore) -> PageRef:
     """The page a page or crop node belongs to."""
     meta = node.node.metadata if isinstance(node, NodeWithScore) else node.metadata

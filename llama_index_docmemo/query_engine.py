@@ -364,4 +364,3 @@ class DocMemoQueryEngine(BaseQueryEngine):
         return ReasoningInput(
             question=question, query=question, pages=pages, crops=crops, final_round=True
         )
-

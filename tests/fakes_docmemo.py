@@ -179,7 +179,9 @@ class ScriptedLLM(CustomLLM):
         return self.replies.pop(0) if self.replies else self.default
 
     @llm_completion_callback()
-    def complete(self, prompt: str, formatted: bool = False, **kwargs: object) -> CompletionResponse:
+    def complete(
+        self, prompt: str, formatted: bool = False, **kwargs: object
+    ) -> CompletionResponse:
         return CompletionResponse(text=self._next(prompt))
 
     @llm_completion_callback()

@@ -182,7 +182,8 @@ def test_per_query_state_holds_only_what_the_query_touched(store) -> None:
     assert set(loop.schema.schemas) <= {"report.pdf", "other.pdf"}
     touched = set(loop.retrieval) | loop.read
     assert len(loop.beliefs) <= len(touched) + 4 * len(loop.episodic.useful_pages)
-    assert loop.pages_in_scope == store.count_pages()
+    assert loop.pages_known == sum(store.schemas[d].n_pages for d in loop.schema.schemas)
+    assert loop.pages_in_scope() == store.count_pages()
 
 
 def test_budgets_stop_the_loop(store) -> None:

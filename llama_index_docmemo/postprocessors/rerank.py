@@ -4,17 +4,15 @@ The loop's rerank stage takes any ``BaseNodePostprocessor`` (core's ``LLMRerank`
 cross-encoder, ``ColPaliRerank``); this one asks a chat LLM which candidate pages to read next
 from their section and schema summary. The loop passes a :class:`RoundQueryBundle` so it also
 sees the user's question and what earlier rounds found and still miss; with a plain
-``QueryBundle`` it reranks by the query alone.
+``QueryBundle`` it reranks by the query alone. The loop's rerank stage fires the rerank
+events (for this postprocessor and any other).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import llama_index.core.instrumentation as instrument
 from llama_index.core.bridge.pydantic import Field, SerializeAsAny
-from llama_index.core.callbacks import CBEventType, EventPayload
-from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
 from llama_index.core.llms import LLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts import BasePromptTemplate
@@ -31,8 +29,6 @@ from llama_index_docmemo.reasoning.prompts import (
 )
 from llama_index_docmemo.reasoning.replies import RERANK_SCHEMA, parse_rerank
 from llama_index_docmemo.types import EvidenceNote, PageRef
-
-dispatcher = instrument.get_dispatcher(__name__)
 
 
 @dataclass
@@ -78,7 +74,9 @@ class LLMReranker(BaseNodePostprocessor, PromptMixin):
     def _get_prompt_modules(self) -> PromptMixinType:
         return {}
 
-    def _request(self, nodes: list[NodeWithScore], query: QueryBundle) -> tuple[list, list[PageRef]]:
+    def _request(
+        self, nodes: list[NodeWithScore], query: QueryBundle
+    ) -> tuple[list, list[PageRef]]:
         shown = nodes[: self.max_candidates]
         views = [
             PageView(
@@ -117,49 +115,18 @@ class LLMReranker(BaseNodePostprocessor, PromptMixin):
     ) -> list[NodeWithScore]:
         if not nodes or query_bundle is None:
             return nodes[: self.top_n]
-        dispatcher.event(
-            ReRankStartEvent(
-                query=query_bundle, nodes=nodes, top_n=self.top_n, model_name=self._model()
-            )
-        )
-        with self.callback_manager.event(
-            CBEventType.RERANKING,
-            payload={EventPayload.QUERY_STR: query_bundle.query_str, EventPayload.NODES: nodes},
-        ) as event:
-            messages, refs = self._request(nodes, query_bundle)
-            picked, _ = ask_json(
-                self.llm, messages, RERANK_SCHEMA, "rerank", self._parser(refs)
-            )
-            out = self._order(nodes, picked)
-            event.on_end(payload={EventPayload.NODES: out})
-        dispatcher.event(ReRankEndEvent(nodes=out))
-        return out
+        messages, refs = self._request(nodes, query_bundle)
+        picked, _ = ask_json(self.llm, messages, RERANK_SCHEMA, "rerank", self._parser(refs))
+        return self._order(nodes, picked)
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
         if not nodes or query_bundle is None:
             return nodes[: self.top_n]
-        dispatcher.event(
-            ReRankStartEvent(
-                query=query_bundle, nodes=nodes, top_n=self.top_n, model_name=self._model()
-            )
-        )
-        with self.callback_manager.event(
-            CBEventType.RERANKING,
-            payload={EventPayload.QUERY_STR: query_bundle.query_str, EventPayload.NODES: nodes},
-        ) as event:
-            messages, refs = self._request(nodes, query_bundle)
-            picked, _ = await aask_json(
-                self.llm, messages, RERANK_SCHEMA, "rerank", self._parser(refs)
-            )
-            out = self._order(nodes, picked)
-            event.on_end(payload={EventPayload.NODES: out})
-        dispatcher.event(ReRankEndEvent(nodes=out))
-        return out
+        messages, refs = self._request(nodes, query_bundle)
+        picked, _ = await aask_json(self.llm, messages, RERANK_SCHEMA, "rerank", self._parser(refs))
+        return self._order(nodes, picked)
 
     def _parser(self, refs: list[PageRef]):  # noqa: ANN202 - a closure over the shown refs
         return lambda text: parse_rerank(text, refs, self.top_n)
-
-    def _model(self) -> str:
-        return str(getattr(self.llm.metadata, "model_name", "") or type(self.llm).__name__)

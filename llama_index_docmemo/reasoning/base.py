@@ -20,6 +20,7 @@ __all__ = [
     "Status",
 ]
 
+
 @dataclass
 class CropView:
     """A table/figure crop of a page shown to the reasoner (adaptive granularity)."""
@@ -55,6 +56,8 @@ class ReasoningInput:
         missing: what earlier rounds said is still missing.
         outline: the schema memory's outline text (empty when disabled).
         round: 1-based round number; ``final_round`` asks for a best answer now.
+        pages_read_total / pages_in_scope: pages read so far, and pages of the documents
+            searched so far (every document in scope that appeared among the candidates).
     """
 
     question: str
