@@ -166,7 +166,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
         if reranker is None and llm is not None and config.llm_rerank:
             from llama_index_docmemo.postprocessors.rerank import LLMReranker
 
-            reranker = LLMReranker(llm=llm)
+            reranker = LLMReranker(llm=llm, top_n=config.pages_per_round)
         callbacks = callback_manager or Settings.callback_manager
         retriever = DocMemoRetriever(
             store,
