@@ -731,18 +731,7 @@ class DocMemoLoop:
     def _round_trace(
         self, selection: RoundSelection, feedback: Feedback | None, dropped: int
     ) -> RoundTrace:
-        record = None
-        if feedback is not None:
-            record = FeedbackRecord(
-                status=feedback.status,
-                answer=feedback.answer,
-                useful=[_score(r) for r in feedback.useful_pages],
-                irrelevant=[_score(r) for r in feedback.irrelevant_pages],
-                notes=[f"p{n.page.page}: {n.fact}" for n in feedback.notes],
-                missing=feedback.missing,
-                refined_query=feedback.refined_query,
-                dropped_labels=dropped,
-            )
+        record = FeedbackRecord.of(feedback, dropped) if feedback is not None else None
         watched = dict.fromkeys(
             [r.ref for r in selection.pages]
             + [PageRef(c.doc, c.page) for c in selection.candidates]
@@ -771,10 +760,6 @@ class DocMemoLoop:
                 a, b = self.beliefs.get(ref)
                 out.append(BeliefState(doc=ref.doc_id, page=ref.page, alpha=a, beta=b))
         return out
-
-
-def _score(ref: PageRef) -> PageScore:
-    return PageScore(doc=ref.doc_id, page=ref.page, score=1.0)
 
 
 def crop_view(node: NodeWithScore) -> CropView:
