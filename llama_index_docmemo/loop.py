@@ -323,7 +323,8 @@ class DocMemoLoop:
     def _choose(
         self, hits: list[PageHit]
     ) -> tuple[list[PageHit], np.ndarray, list[PageRef], int, float]:
-        """The selection step (no I/O): score = (1 - lambda) c + lambda theta over the pool.
+        """The selection step (no I/O): score = (1 - lambda) c + lambda theta over the pool
+        (candidates of every round so far plus pages the beliefs know about, minus pages read).
 
         Returns the round's pinned-version hits, their normalised scores, the pages chosen
         (wider than ``k`` when a reranker will reorder them), ``k`` and lambda.

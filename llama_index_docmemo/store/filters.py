@@ -69,19 +69,25 @@ def to_page_filter(scope: PageFilter | MetadataFilters | None) -> PageFilter:
     group = _group(scope)
     lifted: dict[str, Any] = {}
     rest: list[FieldMatch | FieldGroup] = []
-    for clause in group.clauses if group.condition == "and" else ():
-        field = _LIFTED.get(clause.key) if isinstance(clause, FieldMatch) else None
-        if field and clause.op in ("eq", "in") and field not in lifted:  # type: ignore[union-attr]
-            values = tuple(str(v) for v in _values(clause))  # type: ignore[arg-type]
-            lifted[field] = values[0] if field == "tenant" and len(values) == 1 else values
-            if field == "tenant" and len(values) != 1:
-                raise FilterError("a filter on 'tenant' takes exactly one value")
-        else:
+    for clause in group.clauses if group.condition == "and" else (group,):
+        field = _lift_target(clause, lifted)
+        if field is None:
             rest.append(clause)
-    if group.condition != "and":
-        rest = [group]
+            continue
+        values = tuple(str(v) for v in _values(clause))  # type: ignore[arg-type]
+        if field == "tenant" and len(values) != 1:
+            raise FilterError("a filter on 'tenant' takes exactly one value")
+        lifted[field] = values[0] if field == "tenant" else values
     where = FieldGroup("and", tuple(rest)) if rest else None
     return PageFilter(**lifted, where=where)
+
+
+def _lift_target(clause: FieldMatch | FieldGroup, lifted: dict[str, Any]) -> str | None:
+    """The ``PageFilter`` field a top-level ``==``/``in`` on tenant, ACL or document fills."""
+    if not isinstance(clause, FieldMatch) or clause.op not in ("eq", "in"):
+        return None
+    field = _LIFTED.get(clause.key)
+    return field if field is not None and field not in lifted else None
 
 
 def _values(match: FieldMatch) -> tuple[Any, ...]:
