@@ -1,0 +1,50 @@
+"""The strong-evidence rule for "unanswerable": the question's anchors are absent from what was read.
+
+A question is called unanswerable only when all of these hold:
+
+1. the document was explored: this is the final round, or at least half of the pages in scope
+   have been read;
+2. nothing was found: no page of this round was labelled useful and no earlier round left notes;
+3. the question names anchors (years, numbers, names), and at least ``absent_share`` of their
+   weight occurs on none of the pages shown in this round (crops included) nor in any earlier
+   note. The final round's pages are retrieved with a query led by the still-missing terms, so
+   an anchor that the lexical search cannot place on any of them is strong evidence that the
+   document does not hold it.
+
+Otherwise the reader says it found no answer and shows passages (``passages.py``).
+"""
+
+from __future__ import annotations
+
+from llama_index_docmemo.reasoning.base import ReasoningInput
+from llama_index_docmemo.reasoning.offline.question import Question, Term
+
+EXPLORED_SHARE = 0.5
+
+
+def explored(inp: ReasoningInput) -> bool:
+    """Whether the loop is on its final round or has read at least half the pages in scope."""
+    if inp.final_round:
+        return True
+    read = max(inp.pages_read_total, len(inp.pages))
+    return inp.pages_in_scope > 0 and read / inp.pages_in_scope >= EXPLORED_SHARE
+
+
+def absent_anchors(q: Question, seen: frozenset[str]) -> list[Term]:
+    """The question's anchors whose key is not among ``seen``."""
+    return [t for t in q.anchors if t.key not in seen]
+
+
+def strongly_unanswerable(
+    q: Question,
+    inp: ReasoningInput,
+    seen: frozenset[str],
+    found_evidence: bool,
+    absent_share: float,
+) -> bool:
+    """The rule of this module's docstring; ``seen`` holds the keys of every text read this round."""
+    anchors = q.anchors
+    if found_evidence or not anchors or not explored(inp):
+        return False
+    absent = sum(t.weight for t in absent_anchors(q, seen))
+    return absent > 0 and absent >= absent_share * sum(t.weight for t in anchors)

@@ -1,0 +1,131 @@
+"""Question analysis: the key terms of a question, their weights, and the kind of answer it asks for."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from llama_index_docmemo.text import tokens, word_key
+
+AnswerType = Literal["number", "date", "name", "text"]
+TermKind = Literal["year", "number", "entity", "word", "generic"]
+
+YEAR = re.compile(r"(?<![\d.,])(?:19|20)\d{2}(?![\d.,]\d)")
+TERM_WEIGHT: dict[TermKind, float] = {
+    "year": 2.0,
+    "number": 2.0,
+    "entity": 1.5,
+    "word": 1.0,
+    "generic": 0.3,
+}
+# Words that phrase a question about a document, or name a quantity in general, rather than
+# naming its topic: they count little when a page is matched against the question.
+_GENERIC_WORDS = """according mentioned shown show given described stated reported listed document
+    report page paper text give tell name named answer question based please many much number total
+    amount value figure table chart data information year percentage percent proportion share rate
+    list kind type main current new one two first second last difference change compare increase
+    decrease"""
+GENERIC = frozenset(k for k in map(word_key, _GENERIC_WORDS.split()) if k is not None)
+_COMPARISON = re.compile(r"\b(change|difference|increase|decrease|grow|growth|compared?)")
+
+
+@dataclass(frozen=True)
+class Term:
+    """One key term of a question: its match key, how the question writes it, and its kind."""
+
+    key: str
+    surface: str
+    kind: TermKind
+
+    @property
+    def weight(self) -> float:
+        return TERM_WEIGHT[self.kind]
+
+
+@dataclass(frozen=True)
+class Question:
+    """An analysed question: weighted terms, the expected answer type, and whether it compares years."""
+
+    terms: tuple[Term, ...]
+    answer_type: AnswerType
+    comparison: bool
+
+    @property
+    def total_weight(self) -> float:
+        return sum(t.weight for t in self.terms) or 1.0
+
+    @property
+    def years(self) -> tuple[Term, ...]:
+        return tuple(t for t in self.terms if t.kind == "year")
+
+    @property
+    def anchors(self) -> tuple[Term, ...]:
+        """Years, numbers and names: the terms a page about this question must contain."""
+        return tuple(t for t in self.terms if t.kind in ("year", "number", "entity"))
+
+    @property
+    def topic(self) -> tuple[Term, ...]:
+        """Words and names: what the question is about (years alone are not a topic)."""
+        return tuple(t for t in self.terms if t.kind in ("word", "entity"))
+
+    @property
+    def key_set(self) -> frozenset[str]:
+        return frozenset(t.key for t in self.terms)
+
+
+def answer_type(question: str) -> AnswerType:
+    """The kind of answer the question's wording asks for ("text" when it says nothing specific)."""
+    low = question.lower()
+    if low.startswith("when") or re.search(r"\b(what|which|in which) (year|date|month|day)\b", low):
+        return "date"
+    if re.search(
+        r"\bhow (many|much|long|old|large|big)\b|\b(percentage|percent|proportion|ratio|rate|margin"
+        r"|number of|total|amount|spending|revenue|cost|price|growth|change|difference|increase"
+        r"|decrease)\b",
+        low,
+    ):
+        return "number"
+    if low.startswith("who") or re.search(
+        r"\b(which|what) (company|companies|person|country|city)\b", low
+    ):
+        return "name"
+    return "text"
+
+
+def analyse(question: str) -> Question:
+    """Key terms of a question, weighted: years, numbers and names count more than generic words.
+
+    A name is a capitalised word that does not start the question (a question written all in
+    capitals names nothing this way).
+    """
+    terms: dict[str, Term] = {}
+    shouting = question.isupper()
+    for i, tok in enumerate(tokens(question)):
+        if tok.key is None:
+            continue
+        raw = tok.surface
+        kind: TermKind
+        if tok.is_number:
+            kind = "year" if YEAR.fullmatch(raw) else "number"
+        elif tok.key in GENERIC:
+            kind = "generic"
+        elif i > 0 and not shouting and (raw[0].isupper() or (len(raw) > 1 and raw.isupper())):
+            kind = "entity"
+        else:
+            kind = "word"
+        if tok.key not in terms or TERM_WEIGHT[kind] > terms[tok.key].weight:
+            terms[tok.key] = Term(tok.key, raw, kind)
+    atype = answer_type(question)
+    comparison = (
+        atype == "number"
+        and sum(1 for t in terms.values() if t.kind == "year") >= 2
+        and bool(_COMPARISON.search(question.lower()))
+    )
+    return Question(tuple(terms.values()), atype, comparison)
+
+
+def positions(question: Question, text: str) -> list[int]:
+    """Character offsets in ``text`` of the tokens that match one of the question's terms."""
+    wanted = question.key_set
+    return [t.start for t in tokens(text) if t.key in wanted]
