@@ -31,10 +31,9 @@ class PageEval:
 
 def on_topic(q: Question, present: frozenset[str]) -> bool:
     """Whether ``present`` holds at least half of the question's topic weight (years are no topic)."""
-    topic = q.topic
-    if not topic:
+    if not q.topic:
         return True
-    return sum(t.weight for t in topic if t.key in present) >= 0.5 * sum(t.weight for t in topic)
+    return sum(t.weight for t in q.topic if t.key in present) >= 0.5 * q.topic_weight
 
 
 def unit_score(q: Question, unit: Unit) -> float:
@@ -48,8 +47,7 @@ def unit_score(q: Question, unit: Unit) -> float:
     pos: dict[str, int] = {}
     for i, k in enumerate(unit.keys):
         pos.setdefault(k, i)
-    keys = [t.key for t in q.terms if t.kind != "generic"]
-    pairs = list(zip(keys, keys[1:], strict=False))
+    pairs = q.pairs
     close = sum(
         1 for a, b in pairs if a in pos and b in pos and abs(pos[a] - pos[b]) <= _CLOSE_TOKENS
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 from llama_index_docmemo.text import tokens, word_key
@@ -51,27 +52,37 @@ class Question:
     answer_type: AnswerType
     comparison: bool
 
-    @property
+    @cached_property
     def total_weight(self) -> float:
         return sum(t.weight for t in self.terms) or 1.0
 
-    @property
+    @cached_property
     def years(self) -> tuple[Term, ...]:
         return tuple(t for t in self.terms if t.kind == "year")
 
-    @property
+    @cached_property
     def anchors(self) -> tuple[Term, ...]:
         """Years, numbers and names: the terms a page about this question must contain."""
         return tuple(t for t in self.terms if t.kind in ("year", "number", "entity"))
 
-    @property
+    @cached_property
     def topic(self) -> tuple[Term, ...]:
         """Words and names: what the question is about (years alone are not a topic)."""
         return tuple(t for t in self.terms if t.kind in ("word", "entity"))
 
-    @property
+    @cached_property
     def key_set(self) -> frozenset[str]:
         return frozenset(t.key for t in self.terms)
+
+    @cached_property
+    def topic_weight(self) -> float:
+        return sum(t.weight for t in self.topic)
+
+    @cached_property
+    def pairs(self) -> tuple[tuple[str, str], ...]:
+        """Neighbouring specific terms of the question (their closeness in a unit is a bonus)."""
+        specific = [t.key for t in self.terms if t.kind != "generic"]
+        return tuple(zip(specific, specific[1:], strict=False))
 
 
 def answer_type(question: str) -> AnswerType:
