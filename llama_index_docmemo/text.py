@@ -7,7 +7,8 @@ ranking match words exactly as the lexical search does, with one stop-word list 
 "employees" and "employee" share a key, "the" has none. A word's key is its BM25 term id.
 
 Numbers are kept whole (``1,184`` -> ``1184``, ``12.5%`` -> ``12.5``) because the readers compare
-values; single letters carry no topic and get no key.
+values; letters and digits written together are split (``FY2015`` -> ``FY``, ``2015``); single
+letters carry no topic and get no key.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from functools import lru_cache
 from qdrant_edge import Bm25, Bm25Config
 
 LANGUAGE = "english"
-# A number with thousands separators and decimals, or a word of letters (digits, & and ' inside).
-TOKEN = re.compile(r"\d[\d,]*(?:\.\d+)?%?|[^\W\d_][^\W_]*(?:['&’][^\W\d_]+)*")
+# A number with thousands separators and decimals, or a word of letters (with & or ' inside).
+# Letters and digits written together are two tokens, so "FY2015" matches a page's "2015".
+TOKEN = re.compile(r"\d[\d,]*(?:\.\d+)?%?|[^\W\d_]+(?:['&’][^\W\d_]+)*")
 _ANALYSER = Bm25(Bm25Config(language=LANGUAGE))
 
 

@@ -28,6 +28,9 @@ _GENERIC_WORDS = """according mentioned shown show given described stated report
     list kind type main current new one two first second last difference change compare increase
     decrease"""
 GENERIC = frozenset(k for k in map(word_key, _GENERIC_WORDS.split()) if k is not None)
+_EXAMPLE = re.compile(r"\[[^\]]*\]")  # an answer-format example: ["1","2"], ['2014', '2018']
+_SENTENCE_START = re.compile(r"(?:^|[.?!:;]\s+)$")
+_MAX_ACRONYM = 5  # an all-capitals word longer than this is emphasis, not a name
 _COMPARISON = re.compile(r"\b(change|difference|increase|decrease|grow|growth|compared?)")
 
 
@@ -64,6 +67,11 @@ class Question:
     def anchors(self) -> tuple[Term, ...]:
         """Years, numbers and names: the terms a page about this question must contain."""
         return tuple(t for t in self.terms if t.kind in ("year", "number", "entity"))
+
+    @cached_property
+    def specific(self) -> bool:
+        """Whether the question names a year or a name: what an exact answer must sit next to."""
+        return any(t.kind in ("year", "entity") for t in self.terms)
 
     @cached_property
     def topic(self) -> tuple[Term, ...]:
@@ -107,21 +115,29 @@ def answer_type(question: str) -> AnswerType:
 def analyse(question: str) -> Question:
     """Key terms of a question, weighted: years, numbers and names count more than generic words.
 
-    A name is a capitalised word that does not start the question (a question written all in
-    capitals names nothing this way).
+    A name is a capitalised word that does not start a sentence, or an acronym (an all-capitals
+    word of at most five letters in a question not written all in capitals). Only the question
+    itself, up to its first question mark, names anchors: what follows is often an instruction
+    about the answer's form ("Format your answer as YYYY-MM-DD"), and bracketed answer examples
+    are left out entirely.
     """
+    text = _EXAMPLE.sub(" ", question)
+    end = text.find("?")
+    core_end = end if 0 <= end < len(text.rstrip()) - 1 else len(text)
+    shouting = text.isupper()
     terms: dict[str, Term] = {}
-    shouting = question.isupper()
-    for i, tok in enumerate(tokens(question)):
+    for tok in tokens(text):
         if tok.key is None:
             continue
         raw = tok.surface
         kind: TermKind
-        if tok.is_number:
-            kind = "year" if YEAR.fullmatch(raw) else "number"
-        elif tok.key in GENERIC:
+        if tok.key in GENERIC:
             kind = "generic"
-        elif i > 0 and not shouting and (raw[0].isupper() or (len(raw) > 1 and raw.isupper())):
+        elif tok.start > core_end:
+            kind = "word"
+        elif tok.is_number:
+            kind = "year" if YEAR.fullmatch(raw) else "number"
+        elif _is_name(raw, text[: tok.start], shouting):
             kind = "entity"
         else:
             kind = "word"
@@ -134,6 +150,15 @@ def analyse(question: str) -> Question:
         and bool(_COMPARISON.search(question.lower()))
     )
     return Question(tuple(terms.values()), atype, comparison)
+
+
+def _is_name(word: str, before: str, shouting: bool) -> bool:
+    """Whether a question word reads as a name: capitalised mid-sentence, or a short acronym."""
+    if shouting or not word[0].isupper():
+        return False
+    if len(word) > 1 and word.isupper():
+        return len(word) <= _MAX_ACRONYM
+    return _SENTENCE_START.search(before) is None
 
 
 def positions(question: Question, text: str) -> list[int]:
