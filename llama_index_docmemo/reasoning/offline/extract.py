@@ -6,7 +6,7 @@ import re
 
 from llama_index_docmemo.reasoning.offline.question import YEAR, Question, positions
 from llama_index_docmemo.reasoning.offline.units import NUMERIC_CELL, Unit
-from llama_index_docmemo.text import key_of, keys
+from llama_index_docmemo.text import key_of, keys, tokens
 
 _MONTH = (
     r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
@@ -21,6 +21,8 @@ NUMBER = re.compile(
     r"(?P<num>(?<![\d.,])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\d.,])\d+(?:\.\d+)?)"
     r"(?P<unit>\s?%|\s?(?:per ?cent|percent|million|billion|thousand|bn|mn)\b)?"
 )
+COUNTED_WITHIN = 3  # content words between a count and the counted noun, at most
+NEXT_TO = 80  # characters between a figure and a topic word of the question, at most
 _SCALE = re.compile(r"\b(thousand|million|billion)s?\b", re.IGNORECASE)
 _NAME = re.compile(
     r"\b[A-Z][\w&.'-]*(?:\s+(?:of|and|the|de|for|&)\s+[A-Z][\w&.'-]*|\s+[A-Z][\w&.'-]*)*"
@@ -45,6 +47,18 @@ def numbers(text: str, exclude: frozenset[str]) -> list[tuple[int, str]]:
             continue
         out.append((m.start(), m.group().strip()))
     return out
+
+
+def counts(q: Question, text: str, cand: tuple[int, str]) -> bool:
+    """For a "how many" question: whether the counted noun follows the figure ("1,184 employees").
+
+    A count is rarely written next to the words of the question otherwise; a figure nearby is
+    more often a model number or a page number than the answer.
+    """
+    if q.counted is None:
+        return True
+    after = [t.key for t in tokens(text[cand[0] + len(cand[1]) :]) if t.key is not None]
+    return q.counted in after[:COUNTED_WITHIN]
 
 
 def column_value(q: Question, unit: Unit, year: str | None) -> str | None:
@@ -84,7 +98,13 @@ def extract(q: Question, unit: Unit, year: str | None = None) -> str | None:
         if unit.cells:
             return column_value(q, unit, year)
         anchors = [m.start() for m in re.finditer(re.escape(year), unit.text)] if year else []
-        return nearest(numbers(unit.text, q.key_set), anchors or positions(q, unit.text))
+        topic = positions(q, unit.text, topic_only=True)
+        beside = [
+            c
+            for c in numbers(unit.text, q.key_set)
+            if any(abs(c[0] - p) <= NEXT_TO for p in topic) and counts(q, unit.text, c)
+        ]
+        return nearest(beside, anchors or positions(q, unit.text))
     if q.answer_type == "date":
         cands = [(m.start(), m.group()) for m in FULL_DATE.finditer(unit.text)]
         if not cands:

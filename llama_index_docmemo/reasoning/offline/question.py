@@ -31,6 +31,7 @@ GENERIC = frozenset(k for k in map(word_key, _GENERIC_WORDS.split()) if k is not
 _EXAMPLE = re.compile(r"\[[^\]]*\]")  # an answer-format example: ["1","2"], ['2014', '2018']
 _SENTENCE_START = re.compile(r"(?:^|[.?!:;]\s+)$")
 _MAX_ACRONYM = 5  # an all-capitals word longer than this is emphasis, not a name
+_HOW_MANY = re.compile(r"\bhow many\s+(?:of\s+the\s+)?([^\W\d_]+)", re.IGNORECASE)
 _COMPARISON = re.compile(r"\b(change|difference|increase|decrease|grow|growth|compared?)")
 
 
@@ -54,6 +55,7 @@ class Question:
     terms: tuple[Term, ...]
     answer_type: AnswerType
     comparison: bool
+    counted: str | None = None  # key of the noun a "how many" question counts
 
     @cached_property
     def total_weight(self) -> float:
@@ -149,7 +151,13 @@ def analyse(question: str) -> Question:
         and sum(1 for t in terms.values() if t.kind == "year") >= 2
         and bool(_COMPARISON.search(question.lower()))
     )
-    return Question(tuple(terms.values()), atype, comparison)
+    return Question(tuple(terms.values()), atype, comparison, _counted(text))
+
+
+def _counted(text: str) -> str | None:
+    """The key of the noun after "how many" ("How many employees ..." -> employee)."""
+    m = _HOW_MANY.search(text)
+    return word_key(m.group(1)) if m else None
 
 
 def _is_name(word: str, before: str, shouting: bool) -> bool:
@@ -161,7 +169,7 @@ def _is_name(word: str, before: str, shouting: bool) -> bool:
     return _SENTENCE_START.search(before) is None
 
 
-def positions(question: Question, text: str) -> list[int]:
-    """Character offsets in ``text`` of the tokens that match one of the question's terms."""
-    wanted = question.key_set
+def positions(question: Question, text: str, topic_only: bool = False) -> list[int]:
+    """Character offsets in ``text`` of the tokens that match the question's terms (or topic)."""
+    wanted = frozenset(t.key for t in question.topic) if topic_only else question.key_set
     return [t.start for t in tokens(text) if t.key in wanted]
