@@ -2,8 +2,9 @@
 
 Honest by construction: "answered" only with a span of the expected type found in a unit that
 holds the question's anchors (a number next to the asked metric and year, a date next to the
-event); "unanswerable" only under the strong-evidence rule of ``absence.py``; otherwise, on the
-final round, "no answer was found in the N pages read" with the most relevant passages.
+event); "unanswerable" only under the strong-evidence rule of ``absence.py``; otherwise a draft
+saying "no answer was found in the N pages read" with the most relevant passages (the loop's
+final answer when no later round does better).
 """
 
 from __future__ import annotations
@@ -90,13 +91,15 @@ class OfflineReasoner(Reasoner):
         elif strongly_unanswerable(q, inp, seen, found, self.absent_share):
             status, answer = "unanswerable", None
         else:
-            status, answer = "need_more", None
+            # the draft the loop ends with if no later round does better: what was read, and the
+            # passages that match the question best (this round's pages and earlier notes)
+            status = "need_more"
+            shown_units = [u for page in units.values() for u in page]
+            passages = best_passages(q, [*earlier, *shown_units])
+            answer = no_answer_text(
+                inp.pages_read_total or len(inp.pages), [(u.page, u.fact()) for u in passages]
+            )
             if inp.final_round:
-                shown_units = [u for page in units.values() for u in page]
-                passages = best_passages(q, [*earlier, *shown_units])
-                answer = no_answer_text(
-                    inp.pages_read_total or len(inp.pages), [(u.page, u.fact()) for u in passages]
-                )
                 for u in passages:
                     note = EvidenceNote(page=u.page, fact=u.fact())
                     if u.page in shown and all(n.fact != note.fact for n in notes):
