@@ -66,7 +66,7 @@ def runs(mmlongbench_dir: Path) -> list[dict]:
                 "gold": gold,
                 "other": other,
                 "fb": fb,
-                "anchors_on_gold": all(t.key in gold_keys for t in analyse(q).anchors),
+                "anchors_on_gold": all(t.key in gold_keys for t in analyse(q).distinctive),
             }
         )
     assert len(out) > 250, "expected the dev set's text-layer questions"

@@ -230,7 +230,7 @@ def test_fast_on_five_pages_of_three_thousand_characters() -> None:
 
 
 def anchor_keys(question: str) -> list[str]:
-    return [t.key for t in analyse(question).anchors]
+    return [t.key for t in analyse(question).distinctive]
 
 
 def _timed(reasoner: OfflineReasoner, inp: ReasoningInput) -> float:

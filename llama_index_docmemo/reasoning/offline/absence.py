@@ -5,7 +5,8 @@ A question is called unanswerable only when all of these hold:
 1. the document was explored: this is the final round, or at least half of the pages in scope
    have been read;
 2. nothing was found: no page of this round was labelled useful and no earlier round left notes;
-3. the question names anchors (years, numbers, names), and at least ``absent_share`` of their
+3. the question names distinctive anchors (years and names; a plain number in a question more
+   often points at a figure or a page than at content), and at least ``absent_share`` of their
    weight occurs on none of the pages shown in this round (crops included) nor in any earlier
    note. The final round's pages are retrieved with a query led by the still-missing terms, so
    an anchor that the lexical search cannot place on any of them is strong evidence that the
@@ -31,8 +32,8 @@ def explored(inp: ReasoningInput) -> bool:
 
 
 def absent_anchors(q: Question, seen: frozenset[str]) -> list[Term]:
-    """The question's anchors whose key is not among ``seen``."""
-    return [t for t in q.anchors if t.key not in seen]
+    """The question's distinctive anchors whose key is not among ``seen``."""
+    return [t for t in q.distinctive if t.key not in seen]
 
 
 def strongly_unanswerable(
@@ -43,7 +44,7 @@ def strongly_unanswerable(
     absent_share: float,
 ) -> bool:
     """The rule of this module's docstring; ``seen`` holds the keys of every text read this round."""
-    anchors = q.anchors
+    anchors = q.distinctive
     if found_evidence or not anchors or not explored(inp):
         return False
     absent = sum(t.weight for t in absent_anchors(q, seen))

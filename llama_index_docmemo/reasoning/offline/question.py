@@ -26,7 +26,7 @@ _GENERIC_WORDS = """according mentioned shown show given described stated report
     report page paper text give tell name named answer question based please many much number total
     amount value figure table chart data information year percentage percent proportion share rate
     list kind type main current new one two first second last difference change compare increase
-    decrease"""
+    decrease appendix section chapter slide"""
 GENERIC = frozenset(k for k in map(word_key, _GENERIC_WORDS.split()) if k is not None)
 _EXAMPLE = re.compile(r"\[[^\]]*\]")  # an answer-format example: ["1","2"], ['2014', '2018']
 _SENTENCE_START = re.compile(r"(?:^|[.?!:;]\s+)$")
@@ -74,6 +74,15 @@ class Question:
     def specific(self) -> bool:
         """Whether the question names a year or a name: what an exact answer must sit next to."""
         return any(t.kind in ("year", "entity") for t in self.terms)
+
+    @cached_property
+    def distinctive(self) -> tuple[Term, ...]:
+        """Years and names: the anchors whose absence from a document is telling.
+
+        Plain numbers are left out: in questions they mostly point at a figure, a page or a
+        list position ("Figure 2", "page 9", "top 2") rather than at the document's content.
+        """
+        return tuple(t for t in self.terms if t.kind in ("year", "entity"))
 
     @cached_property
     def topic(self) -> tuple[Term, ...]:
