@@ -57,6 +57,19 @@ def test_answer_types_and_comparisons() -> None:
     assert answer_type("Why did margins fall?") == "text"
     assert analyse("What was the change in revenue between 2023 and 2024?").comparison
     assert not analyse("What was revenue in 2023 and 2024?").comparison
+    assert analyse("What is the gap between men and women aged 65+?").derived
+    assert not analyse("How many employees were in the Nordic region?").derived
+    assert (
+        analyse("How many employees were in the Nordic region?").counted
+        == analyse("employee").terms[0].key
+    )
+
+
+def test_no_exact_answer_for_a_value_computed_from_others() -> None:
+    page = PageView(REF, "In 2024, 42% of Nordic men aged 65+ used the internet and 30% broadband.")
+    question = "What is the percentage gap between Nordic men using internet and broadband in 2024?"
+    fb = OfflineReasoner().reason(ReasoningInput(question, question, [page], final_round=True))
+    assert fb.status == "need_more" and fb.answer is not None and "42%" in fb.answer  # quoted
 
 
 # -- units -----------------------------------------------------------------------------------------

@@ -32,6 +32,10 @@ _EXAMPLE = re.compile(r"\[[^\]]*\]")  # an answer-format example: ["1","2"], ['2
 _SENTENCE_START = re.compile(r"(?:^|[.?!:;]\s+)$")
 _MAX_ACRONYM = 5  # an all-capitals word longer than this is emphasis, not a name
 _HOW_MANY = re.compile(r"\bhow many\s+(?:of\s+the\s+)?([^\W\d_]+)", re.IGNORECASE)
+_DERIVED = re.compile(
+    r"\b(gap|difference|differ|compared?|ratio|average|mean|sum of|in total|combined"
+    r"|how (much|many) (more|less|fewer|higher|lower))\b"
+)
 _COMPARISON = re.compile(r"\b(change|difference|increase|decrease|grow|growth|compared?)")
 
 
@@ -56,6 +60,7 @@ class Question:
     answer_type: AnswerType
     comparison: bool
     counted: str | None = None  # key of the noun a "how many" question counts
+    derived: bool = False  # asks for a value computed from others (a gap, a ratio, an average)
 
     @cached_property
     def total_weight(self) -> float:
@@ -160,7 +165,8 @@ def analyse(question: str) -> Question:
         and sum(1 for t in terms.values() if t.kind == "year") >= 2
         and bool(_COMPARISON.search(question.lower()))
     )
-    return Question(tuple(terms.values()), atype, comparison, _counted(text))
+    derived = bool(_DERIVED.search(question.lower()))
+    return Question(tuple(terms.values()), atype, comparison, _counted(text), derived)
 
 
 def _counted(text: str) -> str | None:

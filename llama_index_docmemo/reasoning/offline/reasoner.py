@@ -165,7 +165,8 @@ def _answer(
     A comparison between years needs a value for two of its years; any other answer needs a
     question that names a year or a name, a unit scoring at least ``CONFIDENT`` that holds every
     anchor of the question, and a span of the expected type there. Questions naming neither
-    ("How many steps are there?") are counts or descriptions that a nearby number does not answer.
+    ("How many steps are there?") are counts or descriptions that a nearby number does not answer,
+    and a value computed from others (a gap, a ratio, an average) is not a span of the page.
     """
     if not pool:
         return None, [], list(q.years) if q.comparison else []
@@ -184,7 +185,7 @@ def _answer(
             return difference((y1, s1), (y2, s2)), [u1, u2], []
         missing = [y for y in q.years if y.surface not in found]
         return None, [u for _, u in found.values()], missing
-    if not q.specific:
+    if not q.specific or q.derived:
         return None, [], []
     years = q.years
     for score, unit in pool:
