@@ -122,6 +122,8 @@ def test_unit_scores_stay_between_zero_and_coverage_plus_bonus(words: list[str])
 def test_numbers_leave_out_bare_years_and_the_questions_numbers() -> None:
     found = [s for _, s in numbers("In 2023 sales were 41.2 million, up 5%", frozenset({"5"}))]
     assert found == ["41.2 million"]
+    refs = "Table 6-2 lists 14 operations; see page 9 and Note 7."
+    assert [s for _, s in numbers(refs, frozenset())] == ["14"]
 
 
 def test_table_values_take_the_scale_of_their_header() -> None:

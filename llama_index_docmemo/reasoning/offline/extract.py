@@ -21,6 +21,11 @@ NUMBER = re.compile(
     r"(?P<num>(?<![\d.,])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\d.,])\d+(?:\.\d+)?)"
     r"(?P<unit>\s?%|\s?(?:per ?cent|percent|million|billion|thousand|bn|mn)\b)?"
 )
+_REFERENCE = re.compile(
+    r"\b(?:table|figure|fig|page|pp?|section|chapter|appendix|note|slide|step|no)\.?\s*"
+    r"(?:\d+[-.–])*$",
+    re.IGNORECASE,
+)
 COUNTED_WITHIN = 3  # content words between a count and the counted noun, at most
 NEXT_TO = 80  # characters between a figure and a topic word of the question, at most
 _SCALE = re.compile(r"\b(thousand|million|billion)s?\b", re.IGNORECASE)
@@ -39,11 +44,16 @@ def nearest(cands: list[tuple[int, str]], anchors: list[int]) -> str | None:
 
 
 def numbers(text: str, exclude: frozenset[str]) -> list[tuple[int, str]]:
-    """Numbers in ``text`` with their offsets: bare years and the question's own numbers left out."""
+    """Numbers in ``text`` with their offsets.
+
+    Left out: bare years, the question's own numbers, and references ("Table 6-2", "page 9").
+    """
     out = []
     for m in NUMBER.finditer(text):
         num = m.group("num")
         if (YEAR.fullmatch(num) and not m.group("unit")) or key_of(num) in exclude:
+            continue
+        if _REFERENCE.search(text, max(0, m.start() - 24), m.start()):
             continue
         out.append((m.start(), m.group().strip()))
     return out
