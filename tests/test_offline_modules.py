@@ -39,6 +39,7 @@ def test_names_are_capitalised_mid_sentence_or_short_acronyms() -> None:
     assert kinds("what is roa for ADBE in FY2015?")["ADBE"] == "entity"
     assert kinds("TOP concerns DISCUSSED in the deck?")["DISCUSSED"] == "word"  # emphasis
     assert all(k != "entity" for k in kinds("WHAT IS USCA CASE NUMBER?").values())  # all capitals
+    assert kinds("How many districts were sampled during Wave III?")["III"] == "number"
 
 
 def test_instructions_and_examples_after_the_question_name_no_anchors() -> None:
@@ -175,6 +176,8 @@ def test_strong_evidence_needs_an_explored_document_no_evidence_and_absent_ancho
     half = seen | frozenset(keys("Oulu"))
     assert not strongly_unanswerable(q, final, half, False, 1.0)
     assert strongly_unanswerable(q, final, half, False, 0.4)
+    assert not strongly_unanswerable(q, final, seen, False, 1.0, page_words=[200, 12])  # a slide
+    assert strongly_unanswerable(q, final, seen, False, 1.0, page_words=[200, 80])
     vague = analyse("What did the office spend?")  # no anchor: never "unanswerable"
     assert not strongly_unanswerable(vague, final, frozenset(), False, 1.0)
 

@@ -169,7 +169,7 @@ def test_comparison_within_one_table_uses_both_year_columns() -> None:
 def test_unanswerable_only_when_the_anchors_are_absent_from_an_explored_document() -> None:
     # "Oulu" and "2019" occur on none of the pages: strong evidence once the document is explored
     question = "What was the dividend per share of the Oulu subsidiary in 2019?"
-    pages = [page(12, SUSTAINABILITY), page(9, PLANT)]
+    pages = [page(12, SUSTAINABILITY * 4), page(9, PLANT * 4)]  # pages with text to read
     early = ask(question, pages, pages_read_total=4, pages_in_scope=30)
     assert early.status == "need_more"
     late = ask(question, pages, pages_read_total=20, pages_in_scope=30)
@@ -177,6 +177,13 @@ def test_unanswerable_only_when_the_anchors_are_absent_from_an_explored_document
     assert late.answer is None
     final = ask(question, pages, pages_read_total=4, pages_in_scope=30, final_round=True)
     assert final.status == "unanswerable"
+
+
+def test_not_unanswerable_when_a_page_read_has_little_text() -> None:
+    # a slide or a scan: the name may be in the picture, its absence from the text says little
+    question = "What was the dividend per share of the Oulu subsidiary in 2019?"
+    pages = [page(12, SUSTAINABILITY * 4), page(9, "Our plants")]
+    assert ask(question, pages, final_round=True).status == "need_more"
 
 
 def test_not_unanswerable_when_an_anchor_occurs_on_a_page_read() -> None:

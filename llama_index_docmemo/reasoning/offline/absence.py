@@ -8,7 +8,10 @@ A question is called unanswerable only when all of these hold:
 3. the question names distinctive anchors (years and names; a plain number in a question more
    often points at a figure or a page than at content), and at least ``absent_share`` of their
    weight occurs on none of the pages shown in this round (crops included) nor in any earlier
-   note. The final round's pages are retrieved with a query led by the still-missing terms, so
+   note;
+4. every page shown this round has text to read (at least ``MIN_PAGE_WORDS`` content words): on a
+   slide, a scan or a chart the name may be in the picture, so its absence from the text says
+   little. The final round's pages are retrieved with a query led by the still-missing terms, so
    an anchor that the lexical search cannot place on any of them is strong evidence that the
    document does not hold it.
 
@@ -17,10 +20,13 @@ Otherwise the reader says it found no answer and shows passages (``passages.py``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from llama_index_docmemo.reasoning.base import ReasoningInput
 from llama_index_docmemo.reasoning.offline.question import Question, Term
 
 EXPLORED_SHARE = 0.5
+MIN_PAGE_WORDS = 60
 
 
 def explored(inp: ReasoningInput) -> bool:
@@ -42,10 +48,17 @@ def strongly_unanswerable(
     seen: frozenset[str],
     found_evidence: bool,
     absent_share: float,
+    page_words: Sequence[int] = (),
 ) -> bool:
-    """The rule of this module's docstring; ``seen`` holds the keys of every text read this round."""
+    """The rule of this module's docstring.
+
+    ``seen`` holds the keys of every text read this round and of the earlier notes;
+    ``page_words`` the number of content words of each page shown this round.
+    """
     anchors = q.distinctive
     if found_evidence or not anchors or not explored(inp):
+        return False
+    if any(n < MIN_PAGE_WORDS for n in page_words):
         return False
     absent = sum(t.weight for t in absent_anchors(q, seen))
     return absent > 0 and absent >= absent_share * sum(t.weight for t in anchors)

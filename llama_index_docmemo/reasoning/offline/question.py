@@ -30,6 +30,7 @@ _GENERIC_WORDS = """according mentioned shown show given described stated report
 GENERIC = frozenset(k for k in map(word_key, _GENERIC_WORDS.split()) if k is not None)
 _EXAMPLE = re.compile(r"\[[^\]]*\]")  # an answer-format example: ["1","2"], ['2014', '2018']
 _SENTENCE_START = re.compile(r"(?:^|[.?!:;]\s+)$")
+_ROMAN = re.compile(r"[IVX]+")  # a numeral (Wave II): a number, not a name
 _MAX_ACRONYM = 5  # an all-capitals word longer than this is emphasis, not a name
 _HOW_MANY = re.compile(r"\bhow many\s+(?:of\s+the\s+)?([^\W\d_]+)", re.IGNORECASE)
 _DERIVED = re.compile(
@@ -151,7 +152,7 @@ def analyse(question: str) -> Question:
             kind = "generic"
         elif tok.start > core_end:
             kind = "word"
-        elif tok.is_number:
+        elif tok.is_number or (len(raw) > 1 and _ROMAN.fullmatch(raw)):
             kind = "year" if YEAR.fullmatch(raw) else "number"
         elif _is_name(raw, text[: tok.start], shouting):
             kind = "entity"
@@ -180,7 +181,7 @@ def _is_name(word: str, before: str, shouting: bool) -> bool:
     if shouting or not word[0].isupper():
         return False
     if len(word) > 1 and word.isupper():
-        return len(word) <= _MAX_ACRONYM
+        return len(word) <= _MAX_ACRONYM and not _ROMAN.fullmatch(word)
     return _SENTENCE_START.search(before) is None
 
 

@@ -88,7 +88,14 @@ class OfflineReasoner(Reasoner):
         status: Status
         if answer is not None and found:
             status = "answered"
-        elif strongly_unanswerable(q, inp, seen, found, self.absent_share):
+        elif strongly_unanswerable(
+            q,
+            inp,
+            seen,
+            found,
+            self.absent_share,
+            [sum(len(u.keys) for u in p) for p in units.values()],
+        ):
             status, answer = "unanswerable", None
         else:
             # the draft the loop ends with if no later round does better: what was read, and the
