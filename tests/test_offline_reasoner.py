@@ -233,7 +233,7 @@ def test_fast_on_five_pages_of_three_thousand_characters() -> None:
     reasoner = OfflineReasoner()
     inp = ReasoningInput("When did the Tampere plant start production?", "q", pages)
     best = min(_timed(reasoner, inp) for _ in range(20))  # the least disturbed run
-    assert best < 0.020  # 9-13 ms measured on 2 cores shared at load 17 (2026-11-30)
+    assert best < 0.010  # CPU time of this thread (about 5 ms), so a busy machine does not count
 
 
 def anchor_keys(question: str) -> list[str]:
@@ -241,9 +241,9 @@ def anchor_keys(question: str) -> list[str]:
 
 
 def _timed(reasoner: OfflineReasoner, inp: ReasoningInput) -> float:
-    start = time.perf_counter()
+    start = time.thread_time()
     reasoner.reason(inp)
-    return time.perf_counter() - start
+    return time.thread_time() - start
 
 
 WORDS = ["revenue", "plant", "Tampere", "2023", "2024", "41.2", "the", "in", "was", "employees"]
