@@ -176,10 +176,16 @@ def test_per_query_state_holds_only_what_the_query_touched(store) -> None:
         store.add(f"noise{i}.pdf", [f"unrelated page {p} about gardening" for p in range(40)])
     engine = engine_for(store, GoldReasoner(GOLD, refine="segment margin"))
     engine.retriever.page_filter = PageFilter()
+    asked: list[PageFilter | None] = []
+    list_documents = store.list_documents
+    store.list_documents = lambda scope=None: asked.append(scope) or list_documents(scope)
     loop = engine.loop(QUESTION)
-    loop.run()
-    # schemas only of documents among the candidates, beliefs only of touched pages
-    assert set(loop.schema.schemas) <= {"report.pdf", "other.pdf"}
+    result = loop.run()
+    # schemas only of documents among the candidates, each fetched once
+    candidate_docs = {c.doc for r in result.trace.rounds for c in r.candidates}
+    assert set(loop.schema.schemas) == candidate_docs and len(candidate_docs) < 32
+    requested = [d for scope in asked for d in scope.doc_ids]  # never the whole scope
+    assert sorted(requested) == sorted(candidate_docs)
     touched = set(loop.retrieval) | loop.read
     assert len(loop.beliefs) <= len(touched) + 4 * len(loop.episodic.useful_pages)
     assert loop.pages_known == sum(store.schemas[d].n_pages for d in loop.schema.schemas)
