@@ -592,6 +592,16 @@ class DocMemoLoop:
         # every page of the scope read; the store is asked only once the documents seen are
         return len(self.read) >= self.pages_known and len(self.read) >= self.pages_in_scope()
 
+    def _may_count_scope(self, selection: RoundSelection, feedback: Feedback | None) -> bool:
+        """Whether :meth:`update` may need the scope's page count (an early "unanswerable"
+        after every page of the documents seen was read)."""
+        return (
+            self._scope_pages is None
+            and feedback is not None
+            and feedback.status == "unanswerable"
+            and len(self.read | {r.ref for r in selection.pages}) >= self.pages_known
+        )
+
     def stop_reason(
         self, selection: RoundSelection, feedback: Feedback | None
     ) -> StopReason | None:
@@ -652,6 +662,9 @@ class DocMemoLoop:
             selection = await self.aselect()
             dispatcher.event(DocMemoRoundStartEvent(round=selection.round, query=selection.query))
             feedback = await self.aread_pages(selection) if selection.pages else None
+            if self._may_count_scope(selection, feedback):  # the stop rule's one store count
+                count = await asyncio.to_thread(self.parts.store.count_pages, self.scope)
+                self._scope_pages = count
             self.update(selection, feedback)
         return self.result()
 

@@ -192,6 +192,20 @@ def test_per_query_state_holds_only_what_the_query_touched(store) -> None:
     assert loop.pages_in_scope() == store.count_pages()
 
 
+def test_unanswerable_is_accepted_once_the_whole_scope_was_read(store) -> None:
+    small = DocMemoQueryEngine.from_defaults(
+        store=store,
+        encoder=BagOfWordsEncoder(),
+        reasoner=Unsure("unanswerable"),
+        config=DocMemoConfig(pages_per_round=5),
+        page_filter=PageFilter(doc_ids=("other.pdf",)),
+        evidence_images=False,
+    )
+    for result in (small.run(QUESTION), asyncio.run(small.arun(QUESTION))):
+        assert result.trace.stop_reason == "unanswerable" and len(result.trace.rounds) == 1
+        assert len(result.trace.pages_read) == 3
+
+
 def test_budgets_stop_the_loop(store) -> None:
     by_calls = engine_for(store, Unsure("need_more"), max_llm_calls=1).run(QUESTION)
     assert by_calls.trace.stop_reason == "budget" and by_calls.trace.llm_calls == 1
