@@ -68,6 +68,7 @@ class MemoStore(PageStore):
         self.encoder_name = inner.encoder_name
         self.dim = inner.dim
         self._searches: dict[tuple[object, ...], list[PageHit]] = {}
+        self._by_identity: dict[tuple[object, ...], tuple[QueryEmbedding, list[PageHit]]] = {}
         self._schemas: dict[str, DocumentSchema | None] = {}
         self._listings: dict[PageFilter | None, list[DocumentSchema]] = {}
 
@@ -104,11 +105,16 @@ class MemoStore(PageStore):
         page_filter: PageFilter | None = None,
         prefetch_limit: int | None = None,
     ) -> list[PageHit]:
+        fast = (id(query), limit, page_filter, prefetch_limit)
+        known = self._by_identity.get(fast)
+        if known is not None and known[0] is query:  # the MemoEncoder's own embedding object
+            return list(known[1])
         key = (embedding_key(query), limit, page_filter, prefetch_limit)
         if key not in self._searches:
             self._searches[key] = self.inner.search(
                 query, limit=limit, page_filter=page_filter, prefetch_limit=prefetch_limit
             )
+        self._by_identity[fast] = (query, self._searches[key])
         return list(self._searches[key])
 
     def get_pages(

@@ -110,8 +110,13 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--reader-map",
         action="store_true",
-        help="also run docmemo, static-paged and neighbours with the simulated reader over "
+        help="also run docmemo, static-paged and neighbours with the simulated reader over an "
         "fn x fp grid and write reader_map.json / reader_map.png (all-hit gain at T*k pages)",
+    )
+    p.add_argument(
+        "--map-seeds",
+        default=None,
+        help="seeds of the reader map (default: the first of --seeds; 24 cells x 3 engines per seed)",
     )
     p.add_argument("--fn", type=float, default=0.2, help="simulated reasoner: false-negative rate")
     p.add_argument("--fp", type=float, default=0.05, help="simulated reasoner: false-positive rate")
@@ -237,6 +242,7 @@ def run_eval(args: argparse.Namespace) -> int:
         llm_model=args.llm_model,
         overrides=overrides,
         reader_map=args.reader_map,
+        map_seeds=parse_seeds(args.map_seeds) if args.map_seeds else seeds[:1],
         progress=not args.no_progress,
         judge_url=args.judge_url,
         judge_model=args.judge_model or args.llm_model,

@@ -41,6 +41,7 @@ class EvalPlan:
     llm_model: str | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
     reader_map: bool = False
+    map_seeds: list[int] = field(default_factory=lambda: [0])
     progress: bool = True
     judge_url: str | None = None
     judge_model: str | None = None

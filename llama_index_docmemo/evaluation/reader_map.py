@@ -80,8 +80,12 @@ def run_reader_map(
     from llama_index_docmemo.evaluation.protocol import run_seeds
     from llama_index_docmemo.evaluation.simulated import SimulatedReasoner
 
-    if plan.stop_mode == "reader":  # the simulated reader has no stop signal of its own
-        plan = replace(plan, stop_mode="never")
+    # the map's own seeds; the simulated reader has no stop signal of its own ("reader" -> never)
+    plan = replace(
+        plan,
+        seeds=plan.map_seeds,
+        stop_mode="never" if plan.stop_mode == "reader" else plan.stop_mode,
+    )
     items = {item.qid: item for item in plan.dataset.items}
     n_pages = plan.base.pages_per_round * plan.base.rounds
     root = plan.out / MAP_DIR
@@ -130,7 +134,7 @@ def write_reader_map(plan: EvalPlan, cells: list[dict[str, Any]], n_pages: int) 
     (out / "reader_map.json").write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     title = (
         f"{plan.dataset.name} ({plan.split} split, {n_pages} pages, stop {stop.mode}, "
-        f"seeds {plan.seeds[0]}-{plan.seeds[-1]})"
+        f"seed(s) {','.join(map(str, plan.seeds))})"
     )
     md = [f"# Reader-quality map — {title}", "", *summary_lines(cells), ""]
     (out / "reader_map.md").write_text("\n".join(md), encoding="utf-8")
