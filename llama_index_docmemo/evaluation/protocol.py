@@ -112,7 +112,7 @@ def run_seeds(
 
 def run_plan(plan: EvalPlan) -> int:
     """Index, run every seed, write the report, plots and (asked) the reader map; 1 if a run failed."""
-    from llama_index_docmemo.evaluation.baselines import build_engines
+    from llama_index_docmemo.evaluation.baselines import DocMemoEvalEngine, build_engines
     from llama_index_docmemo.evaluation.caching import MemoEncoder, MemoStore
     from llama_index_docmemo.evaluation.report import write_report
     from llama_index_docmemo.evaluation.runner import check_settings
@@ -130,15 +130,19 @@ def run_plan(plan: EvalPlan) -> int:
         memo_store, memo_encoder = MemoStore(store), MemoEncoder(encoder)
         make = engine_factory(memo_store, memo_encoder, crops=plan.reasoner == "vlm")
 
-        def make_engines(config: DocMemoConfig, names: list[str] = plan.engines) -> Any:
-            return build_engines(
-                names,
+        shared: dict[str, Any] = {}  # engines that do not depend on the seed, built once
+
+        def make_engines(config: DocMemoConfig) -> dict[str, Any]:
+            built = build_engines(
+                [name for name in plan.engines if name not in shared],
                 base=config,
                 make_engine=make,
                 store=memo_store,
                 encoder=memo_encoder,
                 data_root=plan.dataset.pdf_dir,
             )
+            shared.update((n, e) for n, e in built.items() if not isinstance(e, DocMemoEvalEngine))
+            return {name: shared.get(name) or built[name] for name in plan.engines}
 
         runs = run_seeds(
             plan, plan.engines, out, make_engines, plan.make_reasoner, plan.settings, errors
