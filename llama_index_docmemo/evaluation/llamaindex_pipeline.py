@@ -13,6 +13,7 @@ The pages of the retrieved chunks, in chunk order, are what the engine reads, un
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
