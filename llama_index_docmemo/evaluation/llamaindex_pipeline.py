@@ -120,6 +120,7 @@ class StockLlamaIndexEngine(EvalEngine):
                     extra="eval",
                     feature="the llamaindex-topk engine",
                 )
+                logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets DEBUG on import
                 retriever = bm25.BM25Retriever.from_defaults(
                     nodes=nodes, similarity_top_k=len(nodes)
                 )
