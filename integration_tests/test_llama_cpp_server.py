@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.base.response.schema import StreamingResponse
+from llama_index.core.schema import NodeWithScore
 
 from llama_index_docmemo.cli import main
 from llama_index_docmemo.config import DocMemoConfig
@@ -35,11 +36,12 @@ from llama_index_docmemo.ingest.summaries import VLMPageSummarizer
 from llama_index_docmemo.llms import OpenAICompatible
 from llama_index_docmemo.llms.servers import SERVERS
 from llama_index_docmemo.memory.schema import DocumentSchema
+from llama_index_docmemo.nodes import node_ref, page_node
+from llama_index_docmemo.postprocessors.rerank import LLMReranker, RoundQueryBundle
 from llama_index_docmemo.reasoning.base import PageView, ReasoningInput
 from llama_index_docmemo.reasoning.replies import FEEDBACK_SCHEMA
-from llama_index_docmemo.reasoning.reranker import LLMReranker
 from llama_index_docmemo.reasoning.vlm import VLMReasoner
-from llama_index_docmemo.types import PageInput, PageRef
+from llama_index_docmemo.types import PageInput, PageRecord, PageRef
 
 PYTHON_ENV = "DOCMEMO_LLAMA_CPP_PYTHON"
 MODEL_ENV = "DOCMEMO_LLAMA_CPP_MODEL"
@@ -321,18 +323,20 @@ def test_the_final_answer_streams(server: str, indexed: Path) -> None:
 
 # -- reranker and page summaries ---------------------------------------------------------------------
 def test_reranker_picks_only_candidates(server: str) -> None:
+    topics = ["Table of contents", "Revenue by segment 2023", "Board of directors", "Outlook"]
     candidates = [
-        PageView(ref=PageRef("report.pdf", n), text="", summary=text, section="Results")
-        for n, text in enumerate(
-            ["Table of contents", "Revenue by segment 2023", "Board of directors", "Outlook"], 1
+        NodeWithScore(
+            node=page_node(
+                PageRecord("report.pdf", "v1", n, 10, "", "", section="Results"), summary=topic
+            ),
+            score=0.5,
         )
+        for n, topic in enumerate(topics, 1)
     ]
-    reranker = LLMReranker(client(server))
-    picked = reranker.rerank(
-        "What was revenue by segment?", "revenue segment", candidates, 2, [], []
-    )
-    assert len(picked) == 2 and set(picked) <= {c.ref for c in candidates}
-    assert 1 <= reranker.llm_calls <= 2
+    bundle = RoundQueryBundle(query_str="revenue segment", question="What was revenue by segment?")
+    out = LLMReranker(llm=client(server), top_n=2).postprocess_nodes(candidates, bundle)
+    picked = [node_ref(n) for n in out]
+    assert len(picked) == 2 and set(picked) <= {node_ref(c) for c in candidates}
 
 
 def test_page_summaries_map_to_the_pages_shown(server: str) -> None:

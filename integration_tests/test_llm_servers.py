@@ -15,16 +15,18 @@ import time
 import openai.resources  # noqa: F401  (imported lazily by the client: keep it out of timings)
 import pytest
 from fake_vllm_server import FakeVLLM, Reply, Request
+from llama_index.core.schema import NodeWithScore
 
 from llama_index_docmemo.errors import LLMError
 from llama_index_docmemo.ingest.summaries import VLMPageSummarizer
 from llama_index_docmemo.llms import OpenAICompatible, deadline_scope
 from llama_index_docmemo.llms.servers import SERVERS
 from llama_index_docmemo.memory.schema import DocumentSchema
+from llama_index_docmemo.nodes import node_ref, page_node
+from llama_index_docmemo.postprocessors.rerank import LLMReranker, RoundQueryBundle
 from llama_index_docmemo.reasoning.base import PageView, ReasoningInput
-from llama_index_docmemo.reasoning.reranker import LLMReranker
 from llama_index_docmemo.reasoning.vlm import VLMReasoner
-from llama_index_docmemo.types import PageInput, PageRef
+from llama_index_docmemo.types import PageInput, PageRecord, PageRef
 
 MODEL = "served-model"
 
@@ -181,7 +183,11 @@ async def test_async_auto_fallback_and_concurrency_on_llama_cpp() -> None:
 
 def test_reranker_and_summaries_use_the_same_mode() -> None:
     candidates = [
-        PageView(ref=PageRef("report.pdf", n), text="", summary=f"summary {n}") for n in range(1, 6)
+        NodeWithScore(
+            node=page_node(PageRecord("report.pdf", "v1", n, 10, "", ""), summary=f"summary {n}"),
+            score=0.5,
+        )
+        for n in range(1, 6)
     ]
 
     def answer(request: Request) -> Reply:
@@ -193,7 +199,9 @@ def test_reranker_and_summaries_use_the_same_mode() -> None:
     page = PageInput(ref=PageRef("report.pdf", 1), text="Revenue 2023 $5.2M")
     with FakeVLLM([], default=answer, model=MODEL, flavour="llama_cpp") as server:
         client = llm(server)
-        picked = LLMReranker(client).rerank("q", "q", candidates, 2, [], [])
+        bundle = RoundQueryBundle(query_str="q", question="q")
+        out = LLMReranker(llm=client, top_n=2).postprocess_nodes(candidates, bundle)
+        picked = [node_ref(n) for n in out]
         summaries = VLMPageSummarizer(client, with_images=False)(schema, [page])
     assert picked[0] == PageRef("report.pdf", 2) and summaries == {1: "Revenue table"}
     assert [form(r) for r in server.requests] == ["json_object", "json_object"]

@@ -32,6 +32,9 @@ class DocMemoConfig(BaseModel):
         static: one round of plain top-k (the baseline).
         llm_rerank: with an LLM, let it reorder the top candidates by their schema summaries.
         max_llm_calls / max_pages: per-query cost budget.
+        max_seconds: per-query wall-clock budget, checked between steps (stop reason "deadline").
+        max_question_chars / question_overflow: questions longer than this are refused
+            ("error") or cut ("truncate"); an empty question is always refused.
     """
 
     rounds: int = Field(3, ge=1, le=10)
@@ -58,6 +61,9 @@ class DocMemoConfig(BaseModel):
     reread_useful: bool = False
     max_llm_calls: int | None = Field(None, ge=1)
     max_pages: int | None = Field(None, ge=1)
+    max_seconds: float | None = Field(None, gt=0)
+    max_question_chars: int = Field(4000, ge=1)
+    question_overflow: Literal["error", "truncate"] = "error"
     min_rounds_before_unanswerable: int = Field(2, ge=1)
     max_label_changes_per_round: int = Field(20, ge=1)
     seed: int | None = 0

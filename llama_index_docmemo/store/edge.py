@@ -11,6 +11,7 @@ import qdrant_edge as qe
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.store import _layout as L
 from llama_index_docmemo.store._qdrant import QdrantLayoutStore
+from llama_index_docmemo.store.filters import edge_filter
 
 _SHARD_MARKER = "edge_config.json"
 _CLIENT_LOCAL_MARKER = "meta.json"
@@ -25,7 +26,7 @@ def _condition(condition: L.Condition) -> qe.FieldCondition:
 
 def _filter(where: L.FilterSpec) -> qe.Filter:
     return qe.Filter(
-        must=[_condition(c) for c in where.must],
+        must=[_condition(c) for c in where.must] + [edge_filter(g) for g in where.groups],
         must_not=[_condition(c) for c in where.must_not] or None,
     )
 
@@ -158,6 +159,7 @@ class EdgePageStore(QdrantLayoutStore):
         return (records[0].payload or {}) if records else None
 
     def _query(self, plan: L.SearchPlan) -> list[tuple[dict[str, Any], float]]:
+        """Each branch on its own (one batch), fused here: see :func:`_layout.fuse_branches`."""
         where = _filter(plan.where)
         vectors = plan.vectors
         first_stage = qe.Prefetch(
@@ -165,46 +167,37 @@ class EdgePageStore(QdrantLayoutStore):
             query=qe.Query.Nearest(vectors.pooled, using=L.POOLED),
             filter=where,
         )
-        maxsim = qe.Query.Nearest(vectors.multi, using=L.MULTI)
-        if vectors.sparse is None:
-            request = qe.QueryRequest(
-                limit=plan.limit,
-                query=maxsim,
+        requests = [
+            qe.QueryRequest(
+                limit=plan.prefetch,
+                query=qe.Query.Nearest(vectors.multi, using=L.MULTI),
                 prefetches=[first_stage],
                 filter=where,
                 with_payload=True,
             )
-        else:
-            dense = qe.Prefetch(
-                limit=plan.prefetch, query=maxsim, prefetches=[first_stage], filter=where
-            )
+        ]
+        if vectors.sparse is not None:
             idf = (
                 qe.SearchParams(idf=qe.IdfParams(corpus=where))
                 if plan.idf_scope == "filter"
                 else None
             )
-            lexical = qe.Prefetch(
-                limit=plan.prefetch,
-                query=qe.Query.Nearest(
-                    qe.SparseVector(list(vectors.sparse.indices), list(vectors.sparse.values)),
-                    using=L.LEXICAL,
-                ),
-                filter=where,
-                params=idf,
+            requests.append(
+                qe.QueryRequest(
+                    limit=plan.prefetch,
+                    query=qe.Query.Nearest(
+                        qe.SparseVector(list(vectors.sparse.indices), list(vectors.sparse.values)),
+                        using=L.LEXICAL,
+                    ),
+                    filter=where,
+                    params=idf,
+                    with_payload=True,
+                )
             )
-            fusion = (
-                qe.Fusion.Rrf(k=L.RRF_K, weights=L.RRF_WEIGHTS)
-                if plan.fusion == "rrf"
-                else qe.Fusion.Dbsf()
-            )
-            request = qe.QueryRequest(
-                limit=plan.limit,
-                query=fusion,
-                prefetches=[dense, lexical],
-                filter=where,
-                with_payload=True,
-            )
-        return [(p.payload or {}, p.score) for p in self.shard.query(request)]
+        branches = self.shard.query_batch(qe.QueryBatchRequest(requests))
+        return L.fuse_branches(
+            [[(p.payload or {}, p.score) for p in branch] for branch in branches], plan
+        )
 
     def optimize(self) -> bool:
         """Merge segments and build the pooled vector's HNSW index (never the multivector's)."""
