@@ -136,6 +136,33 @@ def query_request(plan: L.SearchPlan) -> dict[str, Any]:
     }
 
 
+def feedback_request(plan: L.FeedbackPlan) -> dict[str, Any]:
+    """Keyword arguments of ``query_points`` for a recommend / discovery plan."""
+    query: models.DiscoverQuery | models.RecommendQuery
+    if plan.target is not None and plan.negatives:
+        query = models.DiscoverQuery(
+            discover=models.DiscoverInput(
+                target=plan.target,
+                context=[models.ContextPair(positive=p, negative=n) for p, n in plan.context_pairs],
+            )
+        )
+    else:
+        query = models.RecommendQuery(
+            recommend=models.RecommendInput(
+                positive=plan.positives,
+                negative=plan.negatives or None,
+                strategy=models.RecommendStrategy(plan.strategy),
+            )
+        )
+    return {
+        "query": query,
+        "using": plan.using,
+        "query_filter": _filter(plan.where),
+        "limit": plan.limit,
+        "with_payload": True,
+    }
+
+
 class QdrantClientPageStore(QdrantLayoutStore):
     """Pages in one collection of a Qdrant server/cluster (``url=``) or of qdrant-client's local mode.
 
@@ -344,6 +371,35 @@ class QdrantClientPageStore(QdrantLayoutStore):
             self.client.query_points,
             self.collection,
             **query_request(plan),
+            timeout=self.timeout,
+        )
+        return [(p.payload or {}, p.score) for p in response.points]
+
+    def _vectors(self, point_ids: Sequence[str], using: str) -> dict[str, L.Vector]:
+        if not point_ids:
+            return {}
+        records = self._call(
+            "retrieve",
+            self.client.retrieve,
+            self.collection,
+            ids=list(point_ids),
+            with_payload=False,
+            with_vectors=[using],
+            timeout=self.timeout,
+        )
+        out: dict[str, L.Vector] = {}
+        for record in records:
+            vector = record.vector
+            if isinstance(vector, dict) and using in vector:
+                out[str(record.id)] = vector[using]  # type: ignore[assignment]
+        return out
+
+    def _feedback_query(self, plan: L.FeedbackPlan) -> list[tuple[dict[str, Any], float]]:
+        response = self._call(
+            "feedback search",
+            self.client.query_points,
+            self.collection,
+            **feedback_request(plan),
             timeout=self.timeout,
         )
         return [(p.payload or {}, p.score) for p in response.points]
