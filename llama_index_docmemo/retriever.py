@@ -22,6 +22,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.encoders.base import PageEncoder
 from llama_index_docmemo.expansion import expansion_terms
+from llama_index_docmemo.levers.rounds import RoundLevers
 from llama_index_docmemo.memory.belief import PageBeliefMemory, normalise_scores
 from llama_index_docmemo.memory.episodic import EpisodicMemory
 from llama_index_docmemo.memory.schema import SchemaMemory
@@ -129,6 +130,7 @@ class DocMemoRetriever(BaseRetriever):
         self.config = config or DocMemoConfig()
         self.page_filter = page_filter or PageFilter()
         self.reranker = reranker
+        self.levers = RoundLevers(store, encoder, self.config)
 
     # -- state --------------------------------------------------------------------------------
     def start(self, question: str, page_filter: PageFilter | None = None) -> QueryState:
@@ -168,25 +170,40 @@ class DocMemoRetriever(BaseRetriever):
         """Search candidates for this round's query and select the pages to read."""
         started = time.perf_counter()
         query = self.round_query(state)
-        hits = self.store.search(
-            self.encoder.encode_query(query),
-            limit=self.config.candidates,
-            page_filter=state.page_filter,
-            prefetch_limit=self.config.prefetch,
-        )
+        hits = self._candidates(state, query, self.encoder.encode_query(query))
         return self._select(state, query, hits, started)
 
     async def aretrieve_round(self, state: QueryState) -> RoundSelection:
         started = time.perf_counter()
         query = self.round_query(state)
         embedding = await asyncio.to_thread(self.encoder.encode_query, query)
-        hits = await self.store.asearch(
-            embedding,
-            limit=self.config.candidates,
-            page_filter=state.page_filter,
-            prefetch_limit=self.config.prefetch,
-        )
+        if self._plain_search(state):
+            hits = await self.store.asearch(
+                embedding,
+                limit=self.config.candidates,
+                page_filter=state.page_filter,
+                prefetch_limit=self.config.prefetch,
+            )
+        else:
+            hits = await asyncio.to_thread(self._candidates, state, query, embedding)
         return await asyncio.to_thread(self._select, state, query, hits, started)
+
+    def _plain_search(self, state: QueryState) -> bool:
+        """Whether this round is the question's own search (round 1, or no lever that searches)."""
+        cfg = self.config
+        levers_on = cfg.feedback_search != "off" or cfg.subqueries or cfg.later_candidates
+        return state.round == 0 or not levers_on
+
+    def _candidates(self, state: QueryState, query: str, embedding: Any) -> list[PageHit]:
+        """The round's candidate hits (the levers' hook: fused rankings from round 2 on)."""
+        return self.levers.candidates(
+            state.round + 1,
+            state.question,
+            embedding,
+            state.page_filter,
+            useful=state.episodic.useful_pages,
+            irrelevant=sorted(state.episodic.irrelevant_pages),
+        )
 
     def _select(
         self, state: QueryState, query: str, hits: list[PageHit], started: float
@@ -205,9 +222,7 @@ class DocMemoRetriever(BaseRetriever):
             state.retrieval[hit.ref] = max(state.retrieval.get(hit.ref, 0.0), float(score))
         if cfg.use_belief and cfg.prior_strength > 0 and round_scores:
             refs = list(round_scores)
-            state.beliefs.set_prior_from_scores(
-                refs, np.array([round_scores[r] for r in refs]), cfg.prior_strength
-            )
+            self.levers.prime(state.beliefs, refs, np.array([round_scores[r] for r in refs]))
         use_beliefs = cfg.use_belief and not cfg.static
         lam = cfg.lambda_at(state.round) if use_beliefs else 0.0
         reread = set(state.episodic.useful_pages) if cfg.reread_useful else set()
@@ -245,10 +260,7 @@ class DocMemoRetriever(BaseRetriever):
         )
 
     def _round_budget(self, state: QueryState) -> int:
-        k = self.config.pages_per_round
-        if self.config.max_pages is not None:
-            k = min(k, max(0, self.config.max_pages - len(state.read)))
-        return k
+        return self.levers.round_budget(state.round, len(state.read))
 
     def _records(self, state: QueryState, refs: list[PageRef]) -> list[PageRecord]:
         """Records of ``refs`` (fetched for pages known only from beliefs), pinned versions only."""
@@ -303,6 +315,10 @@ class DocMemoRetriever(BaseRetriever):
             same_section=state.schema.same_section if cfg.use_schema else None,
             cross_section=cfg.cross_section_weight,
         )
+        if cfg.propagation:
+            self.levers.after_update(
+                state.beliefs, feedback.useful_pages, state.versions, state.page_filter
+            )
 
     def belief_states(self, state: QueryState, refs: list[PageRef]) -> list[BeliefState]:
         out = []

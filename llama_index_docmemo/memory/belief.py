@@ -163,6 +163,17 @@ class PageBeliefMemory:
                     self.alpha[idx] += factor * weight * gamma**distance
                     self._informed[idx] = True
 
+    def add_alpha(self, weights: Mapping[PageRef, float]) -> None:
+        """alpha_j += w_j (w_j >= 0) for pages in scope: evidence spread by a rule other than
+        distance (e.g. along the document's reference graph); pages outside scope are ignored."""
+        for ref, weight in weights.items():
+            if weight < 0:
+                raise ValueError(f"alpha increments must be non-negative, got {weight} for {ref}")
+            idx = self._index_or_none(ref)
+            if idx is not None and weight > 0:
+                self.alpha[idx] += weight
+                self._informed[idx] = True
+
     def draw(
         self,
         refs: Sequence[PageRef] | None,
