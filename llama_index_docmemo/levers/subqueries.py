@@ -11,6 +11,9 @@ from __future__ import annotations
 import re
 
 _YEAR = re.compile(r"\b(?:19|20)\d{2}\b")
+_YEAR_LIST = re.compile(
+    r"\b(?:19|20)\d{2}(?:\s*(?:,|\band\b|\bor\b|&|\bto\b|-|\u2013)\s*(?:19|20)\d{2}\b)+"
+)
 _SPLIT = re.compile(
     r"\s*(?:,|;|\band\b|\bor\b|\bvs\.?|\bversus\b|\bcompared (?:to|with)\b|\bthan\b)\s*",
     re.IGNORECASE,
@@ -33,12 +36,13 @@ def _year_variants(question: str) -> list[str]:
         return []
     variants = []
     for keep in years:
-        text = question
+        text = _YEAR_LIST.sub(
+            lambda m, keep=keep: keep if keep in m.group(0) else m.group(0), question
+        )
         for other in years:
             if other != keep:
-                text = re.sub(rf"\b{other}\b", " ", text)
-        text = re.sub(r"\s+(?:and|or|,)\s+(?=[?.!]|$)", " ", text)
-        variants.append(re.sub(r"\s+", " ", text).strip())
+                text = re.sub(rf"(?:\s*(?:,|\band\b|\bor\b|&)\s*)?\b{other}\b", "", text)
+        variants.append(re.sub(r"\s+([?.!,])", r"\1", re.sub(r"\s+", " ", text)).strip())
     return variants
 
 

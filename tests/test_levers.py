@@ -1,0 +1,198 @@
+"""The levers' pure logic: fusion, sub-queries, budget shape, calibrated priors, reference graph."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from llama_index_docmemo.config import DocMemoConfig
+from llama_index_docmemo.levers.budget import pages_for_round
+from llama_index_docmemo.levers.fusion import fuse_rankings, unit_scores
+from llama_index_docmemo.levers.priors import calibrated_probability, fit_calibration
+from llama_index_docmemo.levers.structure import reference_boosts
+from llama_index_docmemo.levers.subqueries import split_question
+from llama_index_docmemo.memory.belief import PageBeliefMemory
+from llama_index_docmemo.memory.references import (
+    build_reference_graph,
+    continues_next,
+    label_definitions,
+    label_mentions,
+)
+from llama_index_docmemo.types import PageRef
+
+# ---------------------------------------------------------------- fusion
+
+
+def test_unit_scores_put_the_best_at_one() -> None:
+    assert unit_scores({"a": 2.0, "b": 1.0}) == {"a": 1.0, "b": 0.5}
+    assert unit_scores({"a": -1.0, "b": 1.0}) == {"a": 0.0, "b": 1.0}
+    assert unit_scores({"a": 0.0}) == {"a": 1.0}
+    assert unit_scores({}) == {}
+
+
+def test_fusion_max_keeps_the_strongest_signal_and_adds_new_pages() -> None:
+    base = {"a": 1.0, "b": 0.5}
+    fused = fuse_rankings(base, [({"c": 4.0, "b": 2.0}, 0.6)], "max")
+    assert fused == pytest.approx({"a": 1.0, "c": 0.6, "b": 0.5})
+    assert list(fused) == ["a", "c", "b"]
+
+
+def test_fusion_sum_rewards_agreement() -> None:
+    fused = fuse_rankings({"a": 1.0, "b": 0.9}, [({"b": 1.0}, 0.5)], "sum")
+    assert list(fused) == ["b", "a"]
+    assert fused["b"] == pytest.approx(1.4)
+
+
+def test_fusion_ties_keep_first_appearance_and_reject_negative_weights() -> None:
+    assert list(fuse_rankings({"x": 1.0, "y": 1.0}, [({"z": 1.0}, 1.0)])) == ["x", "y", "z"]
+    with pytest.raises(ValueError):
+        fuse_rankings({"a": 1.0}, [({"b": 1.0}, -1.0)])
+
+
+# ---------------------------------------------------------------- sub-queries
+
+
+def test_years_give_one_variant_each() -> None:
+    parts = split_question("What was the revenue in 2019 and 2020?")
+    assert parts == ["What was the revenue in 2019?", "What was the revenue in 2020?"]
+    assert split_question("Compare revenue in 2018, 2019 and 2020") == [
+        "Compare revenue in 2018",
+        "Compare revenue in 2019",
+        "Compare revenue in 2020",
+    ]
+
+
+def test_conjunctions_and_comparisons_split() -> None:
+    assert split_question(
+        "Which is larger, the number of female employees or the number of male managers?"
+    ) == ["the number of female employees", "the number of male managers"]
+    assert split_question("How did sales in Europe compare to sales in Asia?") == []
+    assert split_question("Total debt of Apple versus total debt of Microsoft") == [
+        "Total debt of Apple",
+        "total debt of Microsoft",
+    ]
+
+
+def test_single_part_questions_are_not_split() -> None:
+    assert split_question("What is the company's net income?") == []
+    assert split_question("Who are the founders and CEO?") == []  # parts too short
+
+
+# ---------------------------------------------------------------- budget shape
+
+
+def test_schedule_replaces_k_and_repeats_its_last_value() -> None:
+    assert [pages_for_round(r, 5, [3, 6]) for r in (1, 2, 3)] == [3, 6, 6]
+    assert [pages_for_round(r, 5) for r in (1, 2, 3)] == [5, 5, 5]
+    assert pages_for_round(2, 5, [3, 6], read_so_far=3, max_pages=7) == 4
+    assert pages_for_round(3, 5, read_so_far=9, max_pages=7) == 0
+    with pytest.raises(ValueError):
+        pages_for_round(0, 5)
+
+
+def test_config_checks_the_new_switches() -> None:
+    with pytest.raises(ValueError):
+        DocMemoConfig(pages_schedule=[])
+    with pytest.raises(ValueError):
+        DocMemoConfig(pages_schedule=[0, 5])
+    with pytest.raises(ValueError):
+        DocMemoConfig(prior_calibration=[1.0, 2.0])
+    defaults = DocMemoConfig()
+    assert defaults.feedback_search == "off" and not defaults.subqueries
+    assert defaults.reference_weight == 0 and defaults.pages_schedule is None
+
+
+# ---------------------------------------------------------------- priors
+
+
+def test_calibrated_probability_is_a_logistic_in_score_and_rank() -> None:
+    p = calibrated_probability([1.0, 0.5], (0.0, 2.0, -1.0))
+    assert p[0] == pytest.approx(1 / (1 + math.exp(-2.0)))
+    assert p[1] == pytest.approx(1 / (1 + math.exp(-(1.0 - math.log(2)))))
+    with pytest.raises(ValueError):
+        calibrated_probability([1.0], (0.0, 1.0))
+
+
+def test_fit_recovers_a_known_calibration() -> None:
+    rng = np.random.default_rng(0)
+    true = (-1.0, 3.0, -0.8)
+    scores, labels = [], []
+    for _ in range(400):
+        c = np.sort(rng.uniform(0, 1, 20))[::-1]
+        p = calibrated_probability(c, true)
+        scores.append(list(c))
+        labels.append(list(rng.uniform(size=20) < p))
+    fitted = fit_calibration(scores, labels)
+    grid = np.linspace(1, 0, 20)
+    error = np.abs(calibrated_probability(grid, fitted) - calibrated_probability(grid, true))
+    assert float(error.max()) < 0.05
+    with pytest.raises(ValueError):
+        fit_calibration([[0.5, 0.2]], [[False, False]])
+
+
+# ---------------------------------------------------------------- reference graph
+
+
+def test_mentions_and_definitions() -> None:
+    text = "Revenue grew (see Table 3 and Figures 4).\nTable 5: Segment results\nNote 12 – Leases"
+    assert label_mentions(text) >= {("table", "3"), ("figure", "4"), ("table", "5")}
+    assert label_definitions(text) == {("table", "5"), ("note", "12")}
+    assert label_definitions("The table 3 shows growth") == set()
+
+
+def test_graph_links_mentions_to_the_page_defining_the_label() -> None:
+    texts = {
+        1: "Summary. Details are in Note 12 and Table 2.",
+        2: "Intro text",
+        3: "Table 2: Revenue by segment\nA 1 2",
+        7: "Note 12 Leases\nThe company leases offices.",
+        8: "Figure 1. Map",
+        9: "Figure 1. Map (second copy)\nFigure 1: again",
+        10: "As Figure 1 shows",
+    }
+    graph = build_reference_graph(texts, max_targets=1)
+    assert graph.linked(1) == {3: "label", 7: "label"}
+    assert graph.linked(7) == {1: "label"}
+    assert graph.linked(10) == {}  # "Figure 1" is defined on two pages: ambiguous at max 1
+
+
+def test_continuations_link_consecutive_pages() -> None:
+    assert continues_next("Balance sheet", "Balance sheet (continued)\nAssets 1 2")
+    assert continues_next("Table ends here, continued on next page", "New text")
+    rows_end = "Item\nCash 1,200 1,100\nDebt 300 (250)\nEquity 5.2% 4.1%"
+    rows_start = "Loans 10 20\nOther 3 4\nTotal 1,513 1,374"
+    assert continues_next(rows_end, rows_start)
+    assert not continues_next("A paragraph of prose.", "Another paragraph of prose.")
+    graph = build_reference_graph({4: rows_end, 5: rows_start, 6: "prose"})
+    assert graph.linked(5) == {4: "continuation"}
+    assert len(graph) == 1
+
+
+def test_reference_boosts_sum_over_useful_pages_and_skip_seeds() -> None:
+    graph = build_reference_graph(
+        {1: "see Table 2", 2: "Table 2: X", 3: "cf. Table 2", 4: "Balance (continued)"}
+    )
+    useful = [PageRef("d", 1), PageRef("d", 3), PageRef("d", 2)]
+    assert reference_boosts(useful, {"d": graph}, weight=1.0) == {PageRef("d", 4): 1.0}
+    boosts = reference_boosts(
+        [PageRef("d", 1), PageRef("d", 3), PageRef("d", 4)],
+        {"d": graph},
+        weight=1.5,
+        continuation_weight=0.5,
+    )
+    assert boosts == {PageRef("d", 2): 3.0}  # page 4 continues page 3, a seed itself
+    boosts = reference_boosts([PageRef("d", 4)], {"d": graph}, weight=1.5, continuation_weight=0.5)
+    assert boosts == {PageRef("d", 3): 0.5}
+    with pytest.raises(ValueError):
+        reference_boosts([], {}, weight=-1.0)
+
+
+def test_add_alpha_moves_only_pages_in_scope() -> None:
+    beliefs = PageBeliefMemory({"d": 3})
+    beliefs.add_alpha({PageRef("d", 2): 2.0, PageRef("other", 1): 5.0, PageRef("d", 9): 1.0})
+    assert beliefs.get(PageRef("d", 2)) == (3.0, 1.0)
+    assert beliefs.informed_refs() == [PageRef("d", 2)]
+    with pytest.raises(ValueError):
+        beliefs.add_alpha({PageRef("d", 1): -1.0})
