@@ -46,6 +46,8 @@ class DocMemoConfig(BaseModel):
         later_candidates: candidates fetched per round from round 2 on (None: ``candidates``).
         subqueries / subquery_weight: in rounds >= 2, also search each part of a multi-part
             question and fuse those rankings with this weight.
+        schema_field_weight: in rounds >= 2, also rank pages by BM25 of the question on their
+            section titles and summaries (schema memory) and fuse with this weight (0: off).
         fusion_rule: "max" or "sum" of the weighted unit-scaled rankings.
         pages_schedule: pages read in each round (last value repeats), replacing
             ``pages_per_round`` (e.g. [3, 6, 6]: same 15 pages, fewer before any feedback).
@@ -91,6 +93,7 @@ class DocMemoConfig(BaseModel):
     later_candidates: int | None = Field(None, ge=1, le=1000)
     subqueries: bool = False
     subquery_weight: float = Field(0.7, ge=0.0)
+    schema_field_weight: float = Field(0.0, ge=0.0)
     fusion_rule: Literal["max", "sum"] = "max"
     pages_schedule: list[int] | None = None
     prior_calibration: list[float] | None = None

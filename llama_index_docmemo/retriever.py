@@ -191,7 +191,12 @@ class DocMemoRetriever(BaseRetriever):
     def _plain_search(self, state: QueryState) -> bool:
         """Whether this round is the question's own search (round 1, or no lever that searches)."""
         cfg = self.config
-        levers_on = cfg.feedback_search != "off" or cfg.subqueries or cfg.later_candidates
+        levers_on = (
+            cfg.feedback_search != "off"
+            or cfg.subqueries
+            or cfg.later_candidates is not None
+            or cfg.schema_field_weight > 0
+        )
         return state.round == 0 or not levers_on
 
     def _candidates(self, state: QueryState, query: str, embedding: Any) -> list[PageHit]:
@@ -203,6 +208,7 @@ class DocMemoRetriever(BaseRetriever):
             state.page_filter,
             useful=state.episodic.useful_pages,
             irrelevant=sorted(state.episodic.irrelevant_pages),
+            schema=state.schema if self.config.use_schema else None,
         )
 
     def _select(

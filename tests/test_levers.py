@@ -196,3 +196,24 @@ def test_add_alpha_moves_only_pages_in_scope() -> None:
     assert beliefs.informed_refs() == [PageRef("d", 2)]
     with pytest.raises(ValueError):
         beliefs.add_alpha({PageRef("d", 1): -1.0})
+
+
+# ---------------------------------------------------------------- schema as a retrieval field
+
+
+def test_schema_field_ranks_pages_by_section_and_summary() -> None:
+    from llama_index_docmemo.levers.schema_field import bm25_scores, page_fields, schema_ranking
+    from llama_index_docmemo.memory.schema import DocumentSchema
+
+    schema = DocumentSchema(
+        doc_id="d",
+        doc_version="v",
+        n_pages=4,
+        page_sections={1: "Overview", 2: "Employee benefits", 3: "Employee benefits > Pensions"},
+        page_summaries={4: "Pension obligations by plan"},
+    )
+    assert page_fields(schema)[3] == "Employee benefits > Pensions"
+    ranking = schema_ranking("pension plans of employees", [schema])
+    assert list(ranking)[:2] == [PageRef("d", 4), PageRef("d", 3)]
+    assert PageRef("d", 1) not in ranking
+    assert bm25_scores("anything", {}) == {}

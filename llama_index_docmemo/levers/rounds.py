@@ -19,6 +19,7 @@ from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.levers.budget import pages_for_round
 from llama_index_docmemo.levers.fusion import fuse_rankings
 from llama_index_docmemo.levers.priors import calibrated_probability
+from llama_index_docmemo.levers.schema_field import schema_ranking
 from llama_index_docmemo.levers.structure import reference_boosts
 from llama_index_docmemo.levers.subqueries import split_question
 from llama_index_docmemo.memory.references import ReferenceGraph, build_reference_graph
@@ -27,6 +28,7 @@ from llama_index_docmemo.types import PageFilter, PageHit, PageRecord, PageRef, 
 if TYPE_CHECKING:
     from llama_index_docmemo.encoders.base import PageEncoder
     from llama_index_docmemo.memory.belief import PageBeliefMemory
+    from llama_index_docmemo.memory.schema import SchemaMemory
     from llama_index_docmemo.store.base import PageStore
 
 
@@ -62,6 +64,7 @@ class RoundLevers:
         page_filter: PageFilter,
         useful: Sequence[PageRef],
         irrelevant: Sequence[PageRef],
+        schema: SchemaMemory | None = None,
     ) -> list[PageHit]:
         """The round's candidates: the query's own ranking, fused from round 2 on with the
         rankings of the levers switched on. Round 1 is always the plain ranking, so baselines
@@ -97,6 +100,15 @@ class RoundLevers:
             )
             others.append(({h.ref: h.score for h in hits}, cfg.feedback_weight))
             records.update({h.ref: h.record for h in hits if h.ref not in records})
+        if cfg.schema_field_weight > 0 and schema is not None:
+            ranking = schema_ranking(question, schema.schemas.values())
+            top = dict(list(ranking.items())[:limit])
+            missing = [ref for ref in top if ref not in records]
+            if missing:
+                for record in self.store.get_pages(missing, page_filter):
+                    records[record.ref] = record
+            top = {ref: score for ref, score in top.items() if ref in records}
+            others.append((top, cfg.schema_field_weight))
         if not others:
             return base
         fused = fuse_rankings({h.ref: h.score for h in base}, others, cfg.fusion_rule)
