@@ -43,6 +43,9 @@ class DocMemoConfig(BaseModel):
             the feedback ranking in the fusion, whether irrelevant pages are negatives.
         reference_weight / continuation_weight: alpha added to pages a useful page references
             ("see Table 3", "Note 12") / continues on (0: off; None: same as reference_weight).
+        question_reference_weight: alpha given before round 1 to the pages the question names
+            ("page 25", "the cover", "slide 3", "Figure 9" via the reference graph); round 1
+            still reads the plain ranking (lambda = 0). 0: off.
         later_candidates: candidates fetched per round from round 2 on (None: ``candidates``).
         subqueries / subquery_weight: in rounds >= 2, also search each part of a multi-part
             question and fuse those rankings with this weight.
@@ -90,6 +93,7 @@ class DocMemoConfig(BaseModel):
     feedback_negatives: bool = True
     reference_weight: float = Field(0.0, ge=0.0)
     continuation_weight: float | None = Field(None, ge=0.0)
+    question_reference_weight: float = Field(0.0, ge=0.0)
     later_candidates: int | None = Field(None, ge=1, le=1000)
     subqueries: bool = False
     subquery_weight: float = Field(0.7, ge=0.0)

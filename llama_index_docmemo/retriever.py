@@ -229,6 +229,14 @@ class DocMemoRetriever(BaseRetriever):
         if cfg.use_belief and cfg.prior_strength > 0 and round_scores:
             refs = list(round_scores)
             self.levers.prime(state.beliefs, refs, np.array([round_scores[r] for r in refs]))
+        if cfg.use_belief and state.round == 1:
+            self.levers.question_prior(
+                state.beliefs,
+                state.question,
+                {d: state.schema.n_pages(d) for d in sorted({h.ref.doc_id for h in hits})},
+                state.versions,
+                state.page_filter,
+            )
         use_beliefs = cfg.use_belief and not cfg.static
         lam = cfg.lambda_at(state.round) if use_beliefs else 0.0
         reread = set(state.episodic.useful_pages) if cfg.reread_useful else set()

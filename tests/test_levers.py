@@ -217,3 +217,31 @@ def test_schema_field_ranks_pages_by_section_and_summary() -> None:
     assert list(ranking)[:2] == [PageRef("d", 4), PageRef("d", 3)]
     assert PageRef("d", 1) not in ranking
     assert bm25_scores("anything", {}) == {}
+
+
+# ---------------------------------------------------------------- pages the question names
+
+
+def test_named_pages_read_pages_slides_ranges_and_covers() -> None:
+    from llama_index_docmemo.levers.question_refs import named_pages
+
+    assert named_pages("In the cartoon in page 25, what does the hippo represent?", 60) == [25]
+    assert named_pages("How many figures are there from Page 3 to Page 6?", 60) == [3, 4, 5, 6]
+    assert named_pages("In slides 4-6, which colour?", 60) == [4, 5, 6]
+    assert named_pages("What colour is the car on the cover?", 60) == [1]
+    assert named_pages("What is written on the last page?", 60) == [60]
+    assert named_pages("What is on the back cover?", 60) == [60]
+    assert named_pages("What is on page 99?", 60) == []  # outside the document
+    assert named_pages("pages 1 to 40 in total", 60) == [1]  # too wide a range: named start only
+    assert named_pages("What page has a snowflake?", 60) == []
+
+
+def test_labelled_pages_follow_the_reference_graph() -> None:
+    from llama_index_docmemo.levers.question_refs import labelled_pages, mentions_labels
+
+    graph = build_reference_graph({2: "Figure 1: overview", 14: "Figure 9. Results", 20: "text"})
+    assert mentions_labels("In Figure 9, which method is best?")
+    assert not mentions_labels("Which method is best?")
+    assert labelled_pages("Compare Figure 1 and Figure 9", graph) == [2, 14]
+    assert labelled_pages("In Table 4, what?", graph) == []
+    assert graph.defining("figure", "9") == [14]

@@ -163,3 +163,17 @@ def test_levers_off_leave_the_loop_unchanged(store) -> None:
         schema_field_weight=0.0,
     )
     assert plain == explicit and store.feedback_calls == []
+
+
+def test_pages_the_question_names_are_read_from_round_two() -> None:
+    store = FeedbackStore()
+    texts = pages()
+    texts[13] = "Figure 9: a chart of zebra counts"
+    store.add(DOC, texts)
+    question = "In Figure 9 and on the last page, how many office plants?"
+    unseen = {PageRef(DOC, 59)}  # never found: the loop runs every round
+    off = run(store, unseen, question)
+    on = run(store, unseen, question, question_reference_weight=3.0)
+    assert on[0] == off[0]
+    assert {PageRef(DOC, 14), PageRef(DOC, 60)} <= set(on[1])
+    assert not {PageRef(DOC, 14), PageRef(DOC, 60)} & set(off[0] + off[1] + off[2])

@@ -19,6 +19,7 @@ from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.levers.budget import pages_for_round
 from llama_index_docmemo.levers.fusion import fuse_rankings
 from llama_index_docmemo.levers.priors import calibrated_probability
+from llama_index_docmemo.levers.question_refs import labelled_pages, mentions_labels, named_pages
 from llama_index_docmemo.levers.schema_field import schema_ranking
 from llama_index_docmemo.levers.structure import reference_boosts
 from llama_index_docmemo.levers.subqueries import split_question
@@ -125,6 +126,30 @@ class RoundLevers:
         if cfg.prior_calibration is not None:
             prior = calibrated_probability(scores, cfg.prior_calibration)
         beliefs.set_prior_from_scores(refs, prior, cfg.prior_strength)
+
+    def question_prior(
+        self,
+        beliefs: PageBeliefMemory,
+        question: str,
+        doc_pages: dict[str, int],
+        versions: dict[str, str],
+        page_filter: PageFilter,
+    ) -> None:
+        """alpha += ``question_reference_weight`` for the pages the question names ("page 25",
+        "the cover", "Figure 9") in each document of ``doc_pages`` (doc -> page count)."""
+        weight = self.config.question_reference_weight
+        if weight <= 0:
+            return
+        labels = mentions_labels(question)
+        boosts: dict[PageRef, float] = {}
+        for doc_id, n_pages in doc_pages.items():
+            pages = named_pages(question, n_pages)
+            if labels and doc_id in versions:
+                graph = self.reference_graph(doc_id, versions[doc_id], page_filter)
+                pages += labelled_pages(question, graph)
+            for page in dict.fromkeys(pages):
+                boosts[PageRef(doc_id, page)] = weight
+        beliefs.add_alpha(boosts)
 
     def after_update(
         self,

@@ -103,12 +103,17 @@ class ReferenceGraph:
     """Undirected page -> {page: kind} links of one document ("label" or "continuation")."""
 
     links: dict[int, dict[int, str]] = field(default_factory=dict)
+    definitions: dict[tuple[str, str], list[int]] = field(default_factory=dict)
 
     def add(self, a: int, b: int, kind: str) -> None:
         if a == b:
             return
         self.links.setdefault(a, {}).setdefault(b, kind)
         self.links.setdefault(b, {}).setdefault(a, kind)
+
+    def defining(self, kind: str, label: str) -> list[int]:
+        """Pages whose caption or heading defines the label (e.g. ("figure", "4")), ascending."""
+        return list(self.definitions.get((kind, label.lower()), []))
 
     def linked(self, page: int) -> dict[int, str]:
         """Pages linked to ``page`` with the kind of link (empty when none)."""
@@ -129,7 +134,7 @@ def build_reference_graph(
     for page, text in texts.items():
         for label in label_definitions(text):
             defined[label].add(page)
-    graph = ReferenceGraph()
+    graph = ReferenceGraph(definitions={k: sorted(v) for k, v in defined.items()})
     for page, text in texts.items():
         for label in label_mentions(text):
             targets = defined.get(label, set())
