@@ -49,6 +49,9 @@ class DocMemoConfig(BaseModel):
         later_candidates: candidates fetched per round from round 2 on (None: ``candidates``).
         subqueries / subquery_weight: in rounds >= 2, also search each part of a multi-part
             question and fuse those rankings with this weight.
+        statement_weight: in rounds >= 2, for a question naming a financial metric (ROE, DPO,
+            margin, cash flow...), also search the standard headings of the primary statements
+            its inputs come from and fuse with this weight (0: off).
         schema_field_weight: in rounds >= 2, also rank pages by BM25 of the question on their
             section titles and summaries (schema memory) and fuse with this weight (0: off).
         fusion_rule: "max" or "sum" of the weighted unit-scaled rankings.
@@ -98,6 +101,7 @@ class DocMemoConfig(BaseModel):
     subqueries: bool = False
     subquery_weight: float = Field(0.7, ge=0.0)
     schema_field_weight: float = Field(0.0, ge=0.0)
+    statement_weight: float = Field(0.0, ge=0.0)
     fusion_rule: Literal["max", "sum"] = "max"
     pages_schedule: list[int] | None = None
     prior_calibration: list[float] | None = None

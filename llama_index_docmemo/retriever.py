@@ -196,6 +196,7 @@ class DocMemoRetriever(BaseRetriever):
             or cfg.subqueries
             or cfg.later_candidates is not None
             or cfg.schema_field_weight > 0
+            or cfg.statement_weight > 0
         )
         return state.round == 0 or not levers_on
 

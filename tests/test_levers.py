@@ -245,3 +245,23 @@ def test_labelled_pages_follow_the_reference_graph() -> None:
     assert labelled_pages("Compare Figure 1 and Figure 9", graph) == [2, 14]
     assert labelled_pages("In Table 4, what?", graph) == []
     assert graph.defining("figure", "9") == [14]
+
+
+# ---------------------------------------------------------------- primary financial statements
+
+
+def test_metric_questions_search_the_statements_their_inputs_come_from() -> None:
+    from llama_index_docmemo.levers.financial import BALANCE, CASH_FLOW, INCOME, statement_queries
+
+    assert statement_queries("What is the FY2017 return on equity?") == [INCOME, BALANCE]
+    assert statement_queries("What was capital expenditure in 2019?") == [CASH_FLOW]
+    assert statement_queries("Days payable outstanding (DPO) for FY2017?") == [INCOME, BALANCE]
+    assert statement_queries("How many cartoons are in the slides?") == []
+
+
+def test_title_questions_name_the_first_page() -> None:
+    from llama_index_docmemo.levers.question_refs import named_pages
+
+    assert named_pages("What is the title of the slide?", 20) == [1]
+    assert named_pages("What is the title of this presentation?", 20) == [1]
+    assert named_pages("What is the title of Figure 2?", 20) == []

@@ -19,7 +19,11 @@ _RANGE = re.compile(
     re.IGNORECASE,
 )
 _SINGLE = re.compile(r"\b(?:pages?|slides?|p\.)\s*(\d{1,4})\b", re.IGNORECASE)
-_FIRST = re.compile(r"\b(?:front\s+)?cover\b|\b(?:first|title|front)\s+(?:page|slide)\b", re.I)
+_FIRST = re.compile(
+    r"\b(?:front\s+)?cover\b|\b(?:first|title|front)\s+(?:page|slide)\b|"
+    r"\btitle of (?:the|this) (?:document|report|paper|slides?|deck|presentation|book)\b",
+    re.IGNORECASE,
+)
 _LAST = re.compile(r"\b(?:last|final)\s+(?:page|slide)\b|\bback\s+cover\b", re.IGNORECASE)
 MAX_RANGE = 12
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.levers.budget import pages_for_round
+from llama_index_docmemo.levers.financial import statement_queries
 from llama_index_docmemo.levers.fusion import fuse_rankings
 from llama_index_docmemo.levers.priors import calibrated_probability
 from llama_index_docmemo.levers.question_refs import labelled_pages, mentions_labels, named_pages
@@ -79,16 +80,20 @@ class RoundLevers:
             return base
         records: dict[PageRef, PageRecord] = {h.ref: h.record for h in base}
         others: list[tuple[dict[PageRef, float], float]] = []
+        extra: list[tuple[str, float]] = []
         if cfg.subqueries:
-            for part in split_question(question):
-                hits = self.store.search(
-                    self.encoder.encode_query(part),
-                    limit=limit,
-                    page_filter=page_filter,
-                    prefetch_limit=cfg.prefetch,
-                )
-                others.append(({h.ref: h.score for h in hits}, cfg.subquery_weight))
-                records.update({h.ref: h.record for h in hits if h.ref not in records})
+            extra += [(part, cfg.subquery_weight) for part in split_question(question)]
+        if cfg.statement_weight > 0:
+            extra += [(q, cfg.statement_weight) for q in statement_queries(question)]
+        for text, weight in extra:
+            hits = self.store.search(
+                self.encoder.encode_query(text),
+                limit=limit,
+                page_filter=page_filter,
+                prefetch_limit=cfg.prefetch,
+            )
+            others.append(({h.ref: h.score for h in hits}, weight))
+            records.update({h.ref: h.record for h in hits if h.ref not in records})
         if cfg.feedback_search != "off" and useful:
             hits = self.store.feedback_search(
                 useful,

@@ -18,6 +18,7 @@ LEVERS_OFF: dict[str, Any] = {
     "later_candidates": None,
     "subqueries": False,
     "schema_field_weight": 0.0,
+    "statement_weight": 0.0,
     "pages_schedule": None,
     "prior_calibration": None,
 }
@@ -34,6 +35,7 @@ LEVER_SETTINGS: dict[str, dict[str, Any]] = {
     "question_refs": {"question_reference_weight": 3.0},
     "subqueries": {"subqueries": True, "subquery_weight": 0.7},
     "schema_field": {"schema_field_weight": 0.5},
+    "statements": {"statement_weight": 0.7},
     "wide_pool": {"later_candidates": 60},
     "budget_shape": {"pages_schedule": [3, 6, 6]},
 }
