@@ -61,6 +61,7 @@ class QueryState:
     records: dict[PageRef, PageRecord] = field(default_factory=dict)
     round: int = 0
     llm_calls: int = 0
+    lever_searches: dict[str, list[PageHit]] = field(default_factory=dict)
 
     @property
     def pages_in_scope(self) -> int:
@@ -210,6 +211,7 @@ class DocMemoRetriever(BaseRetriever):
             useful=state.episodic.useful_pages,
             irrelevant=sorted(state.episodic.irrelevant_pages),
             schema=state.schema if self.config.use_schema else None,
+            cache=state.lever_searches,
         )
 
     def _select(

@@ -67,10 +67,14 @@ class RoundLevers:
         useful: Sequence[PageRef],
         irrelevant: Sequence[PageRef],
         schema: SchemaMemory | None = None,
+        cache: dict[str, list[PageHit]] | None = None,
     ) -> list[PageHit]:
         """The round's candidates: the query's own ranking, fused from round 2 on with the
         rankings of the levers switched on. Round 1 is always the plain ranking, so baselines
-        that read the first-round ranking read exactly what DocMemo's round 1 saw."""
+        that read the first-round ranking read exactly what DocMemo's round 1 saw.
+
+        ``cache`` (one per query) keeps the searches that depend on the question only
+        (sub-queries, statements), so rounds 3.. do not repeat them."""
         cfg = self.config
         limit = self.candidate_limit(round_)
         base = self.store.search(
@@ -86,12 +90,16 @@ class RoundLevers:
         if cfg.statement_weight > 0:
             extra += [(q, cfg.statement_weight) for q in statement_queries(question)]
         for text, weight in extra:
-            hits = self.store.search(
-                self.encoder.encode_query(text),
-                limit=limit,
-                page_filter=page_filter,
-                prefetch_limit=cfg.prefetch,
-            )
+            hits = cache.get(text) if cache is not None else None
+            if hits is None:
+                hits = self.store.search(
+                    self.encoder.encode_query(text),
+                    limit=limit,
+                    page_filter=page_filter,
+                    prefetch_limit=cfg.prefetch,
+                )
+                if cache is not None:
+                    cache[text] = hits
             others.append(({h.ref: h.score for h in hits}, weight))
             records.update({h.ref: h.record for h in hits if h.ref not in records})
         if cfg.feedback_search != "off" and useful:
