@@ -21,6 +21,8 @@ LEVERS_OFF: dict[str, Any] = {
     "statement_weight": 0.0,
     "pages_schedule": None,
     "prior_calibration": None,
+    "sampling": "greedy",
+    "prior_strength": 0.0,
 }
 
 LEVER_SETTINGS: dict[str, dict[str, Any]] = {
@@ -37,10 +39,24 @@ LEVER_SETTINGS: dict[str, dict[str, Any]] = {
     "schema_field": {"schema_field_weight": 0.5},
     "statements": {"statement_weight": 0.7},
     "wide_pool": {"later_candidates": 60},
+    # Thompson sampling with a prior calibrated on the tuning half's first-round rankings
+    # (benchmarks/fit_prior_calibration.py): p = sigmoid(b0 + b1 c + b2 log(1 + rank)).
+    "priors": {
+        "sampling": "thompson",
+        "prior_strength": 30.0,
+        "prior_calibration": [-3.548, 3.167, -0.200],
+    },
     "budget_shape": {"pages_schedule": [3, 6, 6]},
+}
+
+COMBINED: dict[str, Any] = {
+    "question_reference_weight": 3.0,
+    "statement_weight": 0.7,
+    "subqueries": True,
 }
 
 LEVER_VARIANTS: dict[str, dict[str, Any]] = {
     "no_levers": dict(LEVERS_OFF),
     **{f"lever_{name}": {**LEVERS_OFF, **settings} for name, settings in LEVER_SETTINGS.items()},
+    "levers": {**LEVERS_OFF, **COMBINED},
 }
