@@ -33,7 +33,9 @@ class DocMemoConfig(BaseModel):
         llm_rerank: with an LLM, let it reorder the top candidates by their schema summaries.
         max_llm_calls / max_pages: per-query cost budget.
 
-    Levers of issue 14 (each off by default until it wins on the tuning half; README, "Levers"):
+    Levers of issue 14 (README, "Levers"; on by default: the combination that won on the tuning
+    half of MMLongBench-Doc, i.e. pages the question names, reference propagation, sub-queries
+    and primary statements; the others stay off, they did not win):
         feedback_search: in rounds >= 2, search the store with the pages judged useful as
             examples ("recommend": Qdrant recommend, irrelevant pages as negatives; "discover":
             Qdrant discovery with the round's query as target) and fuse that ranking with the
@@ -94,14 +96,14 @@ class DocMemoConfig(BaseModel):
     feedback_strategy: Literal["best_score", "sum_scores"] = "best_score"
     feedback_weight: float = Field(0.5, ge=0.0)
     feedback_negatives: bool = True
-    reference_weight: float = Field(0.0, ge=0.0)
+    reference_weight: float = Field(2.0, ge=0.0)
     continuation_weight: float | None = Field(None, ge=0.0)
-    question_reference_weight: float = Field(0.0, ge=0.0)
+    question_reference_weight: float = Field(3.0, ge=0.0)
     later_candidates: int | None = Field(None, ge=1, le=1000)
-    subqueries: bool = False
+    subqueries: bool = True
     subquery_weight: float = Field(0.7, ge=0.0)
     schema_field_weight: float = Field(0.0, ge=0.0)
-    statement_weight: float = Field(0.0, ge=0.0)
+    statement_weight: float = Field(0.7, ge=0.0)
     fusion_rule: Literal["max", "sum"] = "max"
     pages_schedule: list[int] | None = None
     prior_calibration: list[float] | None = None
@@ -127,6 +129,10 @@ class DocMemoConfig(BaseModel):
             "propagation_weight": 1.0,
             "cross_section_weight": 1.0,
             "relevance_feedback": 0,
+            "question_reference_weight": 0.0,
+            "reference_weight": 0.0,
+            "subqueries": False,
+            "statement_weight": 0.0,
         }
         return cls(**{**settings, **overrides})
 

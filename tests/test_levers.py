@@ -99,9 +99,13 @@ def test_config_checks_the_new_switches() -> None:
         DocMemoConfig(pages_schedule=[0, 5])
     with pytest.raises(ValueError):
         DocMemoConfig(prior_calibration=[1.0, 2.0])
-    defaults = DocMemoConfig()
-    assert defaults.feedback_search == "off" and not defaults.subqueries
-    assert defaults.reference_weight == 0 and defaults.pages_schedule is None
+    defaults = DocMemoConfig()  # the combination chosen on the tuning half
+    assert defaults.question_reference_weight > 0 and defaults.reference_weight > 0
+    assert defaults.subqueries and defaults.statement_weight > 0
+    assert defaults.feedback_search == "off" and defaults.pages_schedule is None
+    paper = DocMemoConfig.paper()
+    assert not paper.subqueries and paper.question_reference_weight == 0
+    assert paper.reference_weight == 0 and paper.statement_weight == 0
 
 
 # ---------------------------------------------------------------- priors

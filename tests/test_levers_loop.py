@@ -7,6 +7,7 @@ import pytest
 from fakes_docmemo import WORD, BagOfWordsEncoder, GoldReasoner, MemoryPageStore
 
 from llama_index_docmemo.config import DocMemoConfig
+from llama_index_docmemo.levers.variants import LEVERS_OFF
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
 from llama_index_docmemo.types import PageFilter, PageHit, PageRef
@@ -58,7 +59,8 @@ def store() -> FeedbackStore:
 
 
 def run(store, gold, question, **cfg):
-    config = DocMemoConfig(**{"pages_per_round": 3, "candidates": 5, "rounds": 3, **cfg})
+    settings = {**LEVERS_OFF, "pages_per_round": 3, "candidates": 5, "rounds": 3, **cfg}
+    config = DocMemoConfig(**settings)
     engine = DocMemoQueryEngine.from_defaults(
         store=store,
         encoder=BagOfWordsEncoder(),
@@ -134,7 +136,9 @@ def test_schema_field_ranks_pages_by_section_titles() -> None:
 def test_calibrated_prior_replaces_the_raw_score() -> None:
     store = FeedbackStore()
     store.add(DOC, pages())
-    config = DocMemoConfig(prior_strength=10.0, prior_calibration=[-2.0, 0.0, 0.0])
+    config = DocMemoConfig(
+        **{**LEVERS_OFF, "prior_strength": 10.0, "prior_calibration": [-2.0, 0.0, 0.0]}
+    )
     engine = DocMemoQueryEngine.from_defaults(
         store=store,
         encoder=BagOfWordsEncoder(),

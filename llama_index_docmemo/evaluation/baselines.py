@@ -49,6 +49,10 @@ ABLATIONS: dict[str, dict[str, Any]] = {
             "propagation_weight",
             "cross_section_weight",
             "relevance_feedback",
+            "question_reference_weight",
+            "reference_weight",
+            "subqueries",
+            "statement_weight",
         }
     ),
     "no_propagation": {"propagation": False},

@@ -2,7 +2,8 @@
 
 Every variant is a full set of lever switches (the others off), so a row means the same thing
 whatever ``DocMemoConfig``'s defaults are: ``no_levers`` is the loop before issue 14, and
-``lever_<name>`` is that loop with one lever on. ``docmemo`` itself runs the defaults.
+``lever_<name>`` is that loop with one lever on, ``levers`` the combination chosen on the
+tuning half (the defaults since). ``docmemo`` itself runs the defaults.
 The values are the ones measured on the tuning half (README, "Levers").
 """
 
@@ -51,6 +52,7 @@ LEVER_SETTINGS: dict[str, dict[str, Any]] = {
 
 COMBINED: dict[str, Any] = {
     "question_reference_weight": 3.0,
+    "reference_weight": 2.0,
     "statement_weight": 0.7,
     "subqueries": True,
 }
