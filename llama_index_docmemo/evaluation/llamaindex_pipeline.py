@@ -13,6 +13,7 @@ The pages of the retrieved chunks, in chunk order, are what the engine reads, un
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -119,6 +120,7 @@ class StockLlamaIndexEngine(EvalEngine):
                     extra="eval",
                     feature="the llamaindex-topk engine",
                 )
+                logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets DEBUG on import
                 retriever = bm25.BM25Retriever.from_defaults(
                     nodes=nodes, similarity_top_k=len(nodes)
                 )
