@@ -144,14 +144,14 @@ def test_calibrated_prior_replaces_the_raw_score() -> None:
         encoder=BagOfWordsEncoder(),
         reasoner=GoldReasoner(set()),
         config=config,
+        page_filter=PageFilter(doc_ids=(DOC,)),
         evidence_images=False,
     )
-    retriever = engine.retriever
-    state = retriever.start("office plants")
-    retriever.retrieve_round(state)
-    alpha, beta = state.beliefs.get(PageRef(DOC, 1))
+    trace = engine.run("office plants").trace  # answers after round 1 (no gold pages)
+    beliefs = {(b.doc, b.page): (b.alpha, b.beta) for b in trace.rounds[0].beliefs}
     p = 1 / (1 + np.exp(2.0))
-    assert (alpha, beta) == pytest.approx((1 + 10 * p, 1 + 10 * (1 - p)))
+    # page 10 is a candidate that round 1 did not read: its belief is the calibrated prior
+    assert beliefs[(DOC, 10)] == pytest.approx((1 + 10 * p, 1 + 10 * (1 - p)))
 
 
 def test_levers_off_leave_the_loop_unchanged(store) -> None:
