@@ -62,6 +62,9 @@ class DocMemoConfig(BaseModel):
         prior_calibration: (b0, b1, b2) of p = sigmoid(b0 + b1 c + b2 log(1 + rank)), fitted on
             the tuning half; with ``prior_strength`` > 0 unseen candidates get
             Beta(1 + s p, 1 + s (1 - p)) instead of the raw score c.
+        max_seconds: per-query wall-clock budget, checked between steps (stop reason "deadline").
+        max_question_chars / question_overflow: questions longer than this are refused
+            ("error") or cut ("truncate"); an empty question is always refused.
     """
 
     rounds: int = Field(3, ge=1, le=10)
@@ -88,6 +91,9 @@ class DocMemoConfig(BaseModel):
     reread_useful: bool = False
     max_llm_calls: int | None = Field(None, ge=1)
     max_pages: int | None = Field(None, ge=1)
+    max_seconds: float | None = Field(None, gt=0)
+    max_question_chars: int = Field(4000, ge=1)
+    question_overflow: Literal["error", "truncate"] = "error"
     min_rounds_before_unanswerable: int = Field(2, ge=1)
     max_label_changes_per_round: int = Field(20, ge=1)
     seed: int | None = 0

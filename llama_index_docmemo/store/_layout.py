@@ -17,7 +17,13 @@ import numpy as np
 
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.memory.schema import DocumentSchema
-from llama_index_docmemo.types import PageEmbedding, PageFilter, PageRecord, SparseVector
+from llama_index_docmemo.types import (
+    FieldGroup,
+    PageEmbedding,
+    PageFilter,
+    PageRecord,
+    SparseVector,
+)
 
 MULTI = "multi"
 POOLED = "pooled"
@@ -93,10 +99,14 @@ class Condition:
 
 @dataclass(frozen=True)
 class FilterSpec:
-    """A backend-neutral Qdrant filter: all of ``must``, none of ``must_not``."""
+    """A backend-neutral Qdrant filter: all of ``must`` and ``groups``, none of ``must_not``.
+
+    ``groups`` are metadata conditions (``PageFilter.where``), translated by ``store/filters.py``.
+    """
 
     must: tuple[Condition, ...]
     must_not: tuple[Condition, ...] = ()
+    groups: tuple[FieldGroup, ...] = ()
 
 
 def matches_nothing(page_filter: PageFilter | None) -> bool:
@@ -120,7 +130,8 @@ def scope_filter(
             must.append(Condition("acl", tuple(page_filter.acl_groups)))
     for key, values in extra.items():
         must.append(Condition(key, tuple(values)))
-    return FilterSpec(tuple(must))
+    groups = (page_filter.where,) if page_filter is not None and page_filter.where else ()
+    return FilterSpec(tuple(must), groups=groups)
 
 
 def stale_pages_filter(doc_id: str, keep_version: str) -> FilterSpec:

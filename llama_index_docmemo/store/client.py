@@ -19,6 +19,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.store import _layout as L
 from llama_index_docmemo.store._qdrant import QdrantLayoutStore
+from llama_index_docmemo.store.filters import client_filter
 from llama_index_docmemo.types import PageFilter, PageHit, QueryEmbedding
 
 T = TypeVar("T")
@@ -48,7 +49,7 @@ def _condition(condition: L.Condition) -> models.FieldCondition:
 
 def _filter(where: L.FilterSpec) -> models.Filter:
     return models.Filter(
-        must=[_condition(c) for c in where.must],
+        must=[_condition(c) for c in where.must] + [client_filter(g) for g in where.groups],
         must_not=[_condition(c) for c in where.must_not] or None,
     )
 

@@ -11,6 +11,7 @@ import qdrant_edge as qe
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.store import _layout as L
 from llama_index_docmemo.store._qdrant import QdrantLayoutStore
+from llama_index_docmemo.store.filters import edge_filter
 
 _SHARD_MARKER = "edge_config.json"
 _CLIENT_LOCAL_MARKER = "meta.json"
@@ -25,7 +26,7 @@ def _condition(condition: L.Condition) -> qe.FieldCondition:
 
 def _filter(where: L.FilterSpec) -> qe.Filter:
     return qe.Filter(
-        must=[_condition(c) for c in where.must],
+        must=[_condition(c) for c in where.must] + [edge_filter(g) for g in where.groups],
         must_not=[_condition(c) for c in where.must_not] or None,
     )
 
