@@ -1,10 +1,10 @@
 """The levers' one hook into the loop: candidates of a round, belief priors, updates, budgets.
 
-The retriever calls :class:`RoundLevers` at four points (candidate search, priming beliefs,
-after an update, the round's page budget); everything the levers decide lives in the pure
-modules of this package, and this class only does the store and encoder I/O they need. Per-query
-state stays in the caller's ``QueryState``; the only thing kept here is the reference graph of
-each document version, which does not depend on the query.
+The loop (:class:`~llama_index_docmemo.loop.DocMemoLoop`) calls :class:`RoundLevers` at four
+points (candidate search, priming beliefs, after an update, the round's page budget); everything
+the levers decide lives in the pure modules of this package, and this class only does the store
+and encoder I/O they need. Per-query state stays in the loop; the only thing kept here is the
+reference graph of each document version, which does not depend on the query.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 
 
 class RoundLevers:
-    """Applies the levers switched on in ``config`` to one retriever's rounds.
+    """Applies the levers switched on in ``config`` to the rounds of one engine's queries
+    (one instance per retriever, so reference graphs are built once per document version).
 
     Args:
         store: the page store (recommend / discovery searches, page text for the graph).
