@@ -40,6 +40,7 @@ from llama_index_docmemo.events import (
     counting_llm_calls,
 )
 from llama_index_docmemo.expansion import expansion_terms
+from llama_index_docmemo.levers.rounds import RoundLevers
 from llama_index_docmemo.memory.belief import PageBeliefMemory, normalise_scores
 from llama_index_docmemo.memory.episodic import EpisodicMemory
 from llama_index_docmemo.memory.schema import DocumentSchema, SchemaMemory
@@ -106,6 +107,7 @@ class LoopParts:
     cache_dir: Path | None = None
     reserved_llm_calls: int = 0
     round_events: bool = True
+    levers: RoundLevers | None = None
 
 
 @dataclass
@@ -209,6 +211,8 @@ class DocMemoLoop:
         self._last_scores: dict[PageRef, float] = {}
         self.started = time.perf_counter()
         self._deadline_start = _clock()
+        self.levers = parts.levers or RoundLevers(parts.store, parts.encoder, parts.config)
+        self.lever_searches: dict[str, list[PageHit]] = {}  # question-only searches (levers)
 
     # -- start --------------------------------------------------------------------------------
     def start(self) -> DocMemoLoop:
@@ -253,9 +257,15 @@ class DocMemoLoop:
             store, cfg = self.parts.store, self.config
             embedding = self.parts.encoder.encode_query(query)
             store_started = time.perf_counter()
-            hits = store.search(
-                embedding, limit=cfg.candidates, page_filter=self.scope, prefetch_limit=cfg.prefetch
-            )
+            if self._plain_search():
+                hits = store.search(
+                    embedding,
+                    limit=cfg.candidates,
+                    page_filter=self.scope,
+                    prefetch_limit=cfg.prefetch,
+                )
+            else:
+                hits = self._lever_candidates(embedding)
             self._add_schemas(store.list_documents(self._new_documents(hits)) if hits else [])
             store_seconds = time.perf_counter() - store_started
             hits, scores, chosen, k, lam = self._choose(hits)
@@ -280,9 +290,15 @@ class DocMemoLoop:
             store, cfg = self.parts.store, self.config
             embedding = await asyncio.to_thread(self.parts.encoder.encode_query, query)
             store_started = time.perf_counter()
-            hits = await store.asearch(
-                embedding, limit=cfg.candidates, page_filter=self.scope, prefetch_limit=cfg.prefetch
-            )
+            if self._plain_search():
+                hits = await store.asearch(
+                    embedding,
+                    limit=cfg.candidates,
+                    page_filter=self.scope,
+                    prefetch_limit=cfg.prefetch,
+                )
+            else:
+                hits = await asyncio.to_thread(self._lever_candidates, embedding)
             if hits:
                 scope = self._new_documents(hits)
                 self._add_schemas(await asyncio.to_thread(store.list_documents, scope))
@@ -341,7 +357,15 @@ class DocMemoLoop:
             self.retrieval[hit.ref] = max(self.retrieval.get(hit.ref, 0.0), float(score))
         use_beliefs = cfg.use_belief and not cfg.static
         if use_beliefs and cfg.prior_strength > 0 and hits:
-            self.beliefs.set_prior_from_scores([h.ref for h in hits], scores, cfg.prior_strength)
+            self.levers.prime(self.beliefs, [h.ref for h in hits], scores)
+        if use_beliefs and self.round == 1:
+            self.levers.question_prior(
+                self.beliefs,
+                self.question,
+                {d: self.schema.n_pages(d) for d in sorted({h.ref.doc_id for h in hits})},
+                self.versions,
+                self.scope,
+            )
         lam = cfg.lambda_at(self.round) if use_beliefs else 0.0
         reread = set(self.episodic.useful_pages) if cfg.reread_useful else set()
         beliefs = self.beliefs if use_beliefs else None
@@ -355,10 +379,32 @@ class DocMemoLoop:
         return hits, scores, chosen.pages, k, lam
 
     def _round_budget(self) -> int:
-        k = self.config.pages_per_round
-        if self.config.max_pages is not None:
-            k = min(k, max(0, self.config.max_pages - len(self.read)))
-        return k
+        return self.levers.round_budget(self.round, len(self.read))
+
+    def _plain_search(self) -> bool:
+        """Whether this round is the question's own search (round 1, or no lever that searches)."""
+        cfg = self.config
+        levers_on = (
+            cfg.feedback_search != "off"
+            or cfg.subqueries
+            or cfg.later_candidates is not None
+            or cfg.schema_field_weight > 0
+            or cfg.statement_weight > 0
+        )
+        return self.round == 0 or not levers_on
+
+    def _lever_candidates(self, embedding: Any) -> list[PageHit]:
+        """The round's candidates fused with the levers' rankings (issue 14's one hook)."""
+        return self.levers.candidates(
+            self.round + 1,
+            self.question,
+            embedding,
+            self.scope,
+            useful=self.episodic.useful_pages,
+            irrelevant=sorted(self.episodic.irrelevant_pages),
+            schema=self.schema if self.config.use_schema else None,
+            cache=self.lever_searches,
+        )
 
     def _fetch_records(self, refs: list[PageRef]) -> None:
         """Records of pages known only from beliefs (propagation), pinned versions only."""
@@ -570,6 +616,10 @@ class DocMemoLoop:
                     same_section=self.schema.same_section if cfg.use_schema else None,
                     cross_section=cfg.cross_section_weight,
                 )
+                if cfg.propagation:
+                    self.levers.after_update(
+                        self.beliefs, feedback.useful_pages, self.versions, self.scope
+                    )
             self.feedback = feedback
         self.rounds.append(self._round_trace(selection, feedback, dropped))
         status = feedback.status if feedback else "need_more"

@@ -17,6 +17,7 @@ from llama_index.core.vector_stores.types import MetadataFilters
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.errors import StoreError
+from llama_index_docmemo.levers.rounds import RoundLevers
 from llama_index_docmemo.loop import DocMemoLoop, LoopParts
 from llama_index_docmemo.nodes import page_node
 from llama_index_docmemo.store.filters import to_page_filter
@@ -67,6 +68,7 @@ class DocMemoRetriever(BaseRetriever):
         self.config = config or DocMemoConfig()
         self.page_filter = to_page_filter(page_filter)
         self.reranker = reranker
+        self.levers = RoundLevers(store, encoder, self.config)  # shared: reference graphs
 
     def loop_parts(self, **overrides: Any) -> LoopParts:
         """The shared components of a loop over this retriever's store (``overrides`` add a
@@ -78,6 +80,7 @@ class DocMemoRetriever(BaseRetriever):
             reranker=self.reranker,
             callback_manager=self.callback_manager,
             round_events=False,  # BaseRetriever.retrieve fires them itself
+            levers=self.levers,
         )
         return replace(parts, **overrides)
 

@@ -91,6 +91,16 @@ def test_summarize_accuracy_over_scorable_answers() -> None:
     assert m.n_accuracy_scored == 2
 
 
+def test_an_abstention_earns_no_credit_even_on_an_unanswerable_question() -> None:
+    """"No answer was found in the pages read" is not the verdict "not answerable"."""
+    items = {"u": item("u", (), answer="Not answerable", fmt="None")}
+    said = "No answer was found in the 15 pages read. The most relevant passages: ..."
+    abstained = [QuestionRun("e", "u", reads=[[ref(1)]], answer=said, status="need_more")]
+    judged = [QuestionRun("e", "u", reads=[[ref(1)]], answer=said, status="unanswerable")]
+    assert summarize(abstained, items, n_rounds=1, score_answers=True).accuracy == 0.0
+    assert summarize(judged, items, n_rounds=1, score_answers=True).accuracy == 1.0
+
+
 def test_pages_read_counts_a_reread_page_once() -> None:
     assert QuestionRun("e", "a", reads=[[ref(1), ref(2)], [ref(1)]]).pages_read == 2
 

@@ -239,7 +239,14 @@ def summarize(
     if score_answers:
         for run in runs:
             item = items[run.qid]
-            verdict = answer_correct(run.answer, item.answer, item.answer_format)
+            # A run that ended without an answer ("no answer found in the pages read") abstained:
+            # it earns nothing, not even on an unanswerable question, whose credit needs a verdict.
+            abstained = run.status == "need_more"
+            verdict = answer_correct(
+                None if abstained else run.answer, item.answer, item.answer_format
+            )
+            if abstained and verdict is not None:
+                verdict = False
             if verdict is not None:
                 verdicts.append(verdict)
     return EngineMetrics(

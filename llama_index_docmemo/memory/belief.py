@@ -171,6 +171,15 @@ class PageBeliefMemory:
                     if factor > 0:
                         self._add(neighbour, factor * weight * gamma**distance, 0.0)
 
+    def add_alpha(self, weights: Mapping[PageRef, float]) -> None:
+        """alpha_j += w_j (w_j >= 0) for pages in scope: evidence spread by a rule other than
+        distance (e.g. along the document's reference graph); pages outside scope are ignored."""
+        for ref, weight in weights.items():
+            if weight < 0:
+                raise ValueError(f"alpha increments must be non-negative, got {weight} for {ref}")
+            if weight > 0 and ref in self:
+                self._add(ref, weight, 0.0)
+
     def draw(
         self,
         refs: Sequence[PageRef] | None,

@@ -125,6 +125,33 @@ def branch_requests(plan: L.SearchPlan) -> list[dict[str, Any]]:
     return requests
 
 
+def feedback_request(plan: L.FeedbackPlan) -> dict[str, Any]:
+    """Keyword arguments of ``query_points`` for a recommend / discovery plan."""
+    query: models.DiscoverQuery | models.RecommendQuery
+    if plan.target is not None and plan.negatives:
+        query = models.DiscoverQuery(
+            discover=models.DiscoverInput(
+                target=plan.target,
+                context=[models.ContextPair(positive=p, negative=n) for p, n in plan.context_pairs],
+            )
+        )
+    else:
+        query = models.RecommendQuery(
+            recommend=models.RecommendInput(
+                positive=plan.positives,
+                negative=plan.negatives or None,
+                strategy=models.RecommendStrategy(plan.strategy),
+            )
+        )
+    return {
+        "query": query,
+        "using": plan.using,
+        "query_filter": _filter(plan.where),
+        "limit": plan.limit,
+        "with_payload": True,
+    }
+
+
 class QdrantClientPageStore(QdrantLayoutStore):
     """Pages in one collection of a Qdrant server/cluster (``url=``) or of qdrant-client's local mode.
 
@@ -337,6 +364,35 @@ class QdrantClientPageStore(QdrantLayoutStore):
         return L.fuse_branches(
             [[(p.payload or {}, p.score) for p in branch] for branch in branches], plan
         )
+
+    def _vectors(self, point_ids: Sequence[str], using: str) -> dict[str, L.Vector]:
+        if not point_ids:
+            return {}
+        records = self._call(
+            "retrieve",
+            self.client.retrieve,
+            self.collection,
+            ids=list(point_ids),
+            with_payload=False,
+            with_vectors=[using],
+            timeout=self.timeout,
+        )
+        out: dict[str, L.Vector] = {}
+        for record in records:
+            vector = record.vector
+            if isinstance(vector, dict) and using in vector:
+                out[str(record.id)] = vector[using]  # type: ignore[assignment]
+        return out
+
+    def _feedback_query(self, plan: L.FeedbackPlan) -> list[tuple[dict[str, Any], float]]:
+        response = self._call(
+            "feedback search",
+            self.client.query_points,
+            self.collection,
+            **feedback_request(plan),
+            timeout=self.timeout,
+        )
+        return [(p.payload or {}, p.score) for p in response.points]
 
     async def asearch(
         self,

@@ -199,6 +199,34 @@ class EdgePageStore(QdrantLayoutStore):
             [[(p.payload or {}, p.score) for p in branch] for branch in branches], plan
         )
 
+    def _vectors(self, point_ids: Sequence[str], using: str) -> dict[str, L.Vector]:
+        if not point_ids:
+            return {}
+        records = self.shard.retrieve(list(point_ids), with_payload=False, with_vector=[using])
+        out: dict[str, L.Vector] = {}
+        for record in records:
+            vector = record.vector
+            if isinstance(vector, dict) and using in vector:
+                out[str(record.id)] = vector[using]
+        return out
+
+    def _feedback_query(self, plan: L.FeedbackPlan) -> list[tuple[dict[str, Any], float]]:
+        if plan.target is not None and plan.negatives:
+            pairs = [qe.ContextPair(p, n) for p, n in plan.context_pairs]
+            query = qe.Query.Discover(qe.DiscoverQuery(plan.target, pairs), using=plan.using)
+        else:
+            examples = qe.RecommendQuery(plan.positives, plan.negatives)
+            make = (
+                qe.Query.RecommendBestScore
+                if plan.strategy == "best_score"
+                else qe.Query.RecommendSumScores
+            )
+            query = make(examples, using=plan.using)
+        request = qe.QueryRequest(
+            limit=plan.limit, query=query, filter=_filter(plan.where), with_payload=True
+        )
+        return [(p.payload or {}, p.score) for p in self.shard.query(request)]
+
     def optimize(self) -> bool:
         """Merge segments and build the pooled vector's HNSW index (never the multivector's)."""
         return self.shard.optimize()
