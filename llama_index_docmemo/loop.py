@@ -33,7 +33,7 @@ from llama_index.core.instrumentation.events.retrieval import (
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_index_docmemo.config import DocMemoConfig
-from llama_index_docmemo.errors import QuestionError
+from llama_index_docmemo.errors import LLMError, QuestionError
 from llama_index_docmemo.events import (
     DocMemoRoundEndEvent,
     DocMemoRoundStartEvent,
@@ -41,6 +41,7 @@ from llama_index_docmemo.events import (
 )
 from llama_index_docmemo.expansion import expansion_terms
 from llama_index_docmemo.levers.rounds import RoundLevers
+from llama_index_docmemo.llms.deadline import deadline_scope
 from llama_index_docmemo.memory.belief import PageBeliefMemory, normalise_scores
 from llama_index_docmemo.memory.episodic import EpisodicMemory
 from llama_index_docmemo.memory.schema import DocumentSchema, SchemaMemory
@@ -522,6 +523,21 @@ class DocMemoLoop:
         limit = self.config.max_seconds
         return limit is not None and _clock() - self._deadline_start >= limit
 
+    @contextmanager
+    def _llm_deadline(self) -> Iterator[None]:
+        """LLM requests inside share the query's ``max_seconds``: one cut short by it ends the
+        reading (the round stops as "deadline"); any other LLM failure still propagates."""
+        limit = self.config.max_seconds
+        if limit is None:
+            yield
+            return
+        try:
+            with deadline_scope(max(limit - (_clock() - self._deadline_start), 0.0)):
+                yield
+        except LLMError:
+            if not self.out_of_time():
+                raise
+
     def _reading(self, selection: RoundSelection, crops: list[NodeWithScore]) -> _Reading:
         cfg = self.config
         cap = cfg.max_llm_calls
@@ -578,7 +594,9 @@ class DocMemoLoop:
             crops = self.parts.crops.postprocess_nodes(nodes, QueryBundle(selection.query))  # type: ignore[union-attr]
         reading = self._reading(selection, crops)
         self.crops.extend(reading.crops)
-        return self.parts.reader.reason(reading.input)
+        with self._llm_deadline():
+            return self.parts.reader.reason(reading.input)
+        return None  # the query's deadline cut the reading short
 
     async def aread_pages(self, selection: RoundSelection) -> Feedback | None:
         """Async :meth:`read_pages`: crops and the reader are awaited."""
@@ -590,7 +608,9 @@ class DocMemoLoop:
             crops = await self.parts.crops.apostprocess_nodes(nodes, QueryBundle(selection.query))  # type: ignore[union-attr]
         reading = self._reading(selection, crops)
         self.crops.extend(reading.crops)
-        return await self.parts.reader.areason(reading.input)
+        with self._llm_deadline():
+            return await self.parts.reader.areason(reading.input)
+        return None  # the query's deadline cut the reading short
 
     # -- update and stop ----------------------------------------------------------------------
     def update(self, selection: RoundSelection, feedback: Feedback | None) -> StopReason | None:

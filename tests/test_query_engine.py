@@ -153,6 +153,41 @@ def test_deadline_stops_between_steps(store, monkeypatch) -> None:
     assert unbounded.trace.stop_reason != "deadline" and len(unbounded.trace.rounds) > 2
 
 
+def test_llm_requests_share_the_query_deadline(store, monkeypatch) -> None:
+    """The reader's LLM requests are capped at the time the query has left; a request cut short
+    by it ends the query as "deadline" with what was found, any other LLM failure propagates."""
+    import time
+
+    import llama_index_docmemo.loop as loop_module
+    from llama_index_docmemo.errors import LLMError
+    from llama_index_docmemo.llms.deadline import deadline_at
+
+    now = [0.0]
+    monkeypatch.setattr(loop_module, "_clock", lambda: now[0])
+    caps: list[float] = []
+
+    class CutShort(Unsure):
+        def reason(self, inp: ReasoningInput) -> Feedback:
+            at = deadline_at(None)
+            assert at is not None
+            caps.append(at - time.monotonic())
+            now[0] += 6.0
+            if now[0] >= 10.0:  # the server was still talking when the query's time ran out
+                raise LLMError("LLM endpoint http://127.0.0.1:1 did not answer within the deadline")
+            return super().reason(inp)
+
+    result = engine_for(store, CutShort("need_more"), max_seconds=10, rounds=5).run(QUESTION)
+    assert result.trace.stop_reason == "deadline" and len(result.trace.rounds) == 2
+    assert 9.0 < caps[0] <= 10.0 and 3.0 < caps[1] <= 4.0
+
+    class Down(Unsure):
+        def reason(self, inp: ReasoningInput) -> Feedback:
+            raise LLMError("LLM endpoint http://127.0.0.1:1 refused the connection")
+
+    with pytest.raises(LLMError, match="refused"):
+        engine_for(store, Down("need_more"), max_seconds=10).run(QUESTION)
+
+
 def test_question_bounds(store) -> None:
     from llama_index_docmemo.errors import QuestionError
 
