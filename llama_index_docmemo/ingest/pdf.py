@@ -10,6 +10,7 @@ import hashlib
 import io
 import logging
 import os
+import stat
 from pathlib import Path
 
 import pymupdf
@@ -41,7 +42,9 @@ def _check_file(path: Path) -> None:
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
-    """Content hash of a file, used as ``doc_version``."""
+    """Content hash of a file, used as ``doc_version`` (a FIFO or device is refused, never read)."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise IngestError(str(path), "not a regular file")
     digest = hashlib.sha256()
     with Path(path).open("rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):

@@ -11,7 +11,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from qdrant_client import AsyncQdrantClient, QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
@@ -47,8 +47,10 @@ def _condition(condition: L.Condition) -> models.FieldCondition:
 
 
 def _filter(where: L.FilterSpec) -> models.Filter:
+    must: list[Any] = [_condition(c) for c in where.must]
+    must += [models.IsEmptyCondition(is_empty=models.PayloadField(key=k)) for k in where.empty]
     return models.Filter(
-        must=[_condition(c) for c in where.must],
+        must=must,
         must_not=[_condition(c) for c in where.must_not] or None,
     )
 
@@ -235,6 +237,8 @@ class QdrantClientPageStore(QdrantLayoutStore):
     ) -> None:
         if self._call("checking the collection", self.client.collection_exists, self.collection):
             self._check_meta()
+            if not self.remote:
+                self.recover()  # local mode: this process owns the folder
             return
         try:
             self._call(
@@ -260,19 +264,34 @@ class QdrantClientPageStore(QdrantLayoutStore):
                 raise
             self._check_meta()
             return
+        for key, kind, is_tenant in L.PAYLOAD_INDEXES:
+            self._create_index(key, kind, is_tenant)
+        self._write([self._meta_point()])
+
+    def _create_index(self, key: str, kind: Literal["keyword", "integer"], is_tenant: bool) -> None:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Payload indexes have no effect")
-            for key, kind, is_tenant in L.PAYLOAD_INDEXES:
-                self._call(
-                    f"indexing payload field '{key}'",
-                    self.client.create_payload_index,
-                    self.collection,
-                    key,
-                    field_schema=_index_schema(kind, is_tenant),
-                    wait=True,
-                    timeout=self.timeout,
-                )
-        self._write([self._meta_point()])
+            self._call(
+                f"indexing payload field '{key}'",
+                self.client.create_payload_index,
+                self.collection,
+                key,
+                field_schema=_index_schema(kind, is_tenant),
+                wait=True,
+                timeout=self.timeout,
+            )
+
+    def _set_payload(self, where: L.FilterSpec, payload: dict[str, Any]) -> None:
+        self._call(
+            "set payload",
+            self.client.set_payload,
+            self.collection,
+            payload=payload,
+            points=models.FilterSelector(filter=_filter(where)),
+            wait=True,
+            ordering=self._ordering,
+            timeout=self.timeout,
+        )
 
     def _write(self, points: Sequence[L.PointData]) -> None:
         self._call(
@@ -296,7 +315,9 @@ class QdrantClientPageStore(QdrantLayoutStore):
             timeout=self.timeout,
         )
 
-    def _scroll(self, where: L.FilterSpec) -> list[dict[str, Any]]:
+    def _scroll(
+        self, where: L.FilterSpec, fields: Sequence[str] | None = None
+    ) -> list[dict[str, Any]]:
         payloads: list[dict[str, Any]] = []
         offset: Any = None
         while True:
@@ -307,7 +328,7 @@ class QdrantClientPageStore(QdrantLayoutStore):
                 scroll_filter=_filter(where),
                 limit=_SCROLL_PAGE,
                 offset=offset,
-                with_payload=True,
+                with_payload=list(fields) if fields is not None else True,
                 with_vectors=False,
                 timeout=self.timeout,
             )
@@ -368,14 +389,26 @@ class QdrantClientPageStore(QdrantLayoutStore):
             self._aclient = AsyncQdrantClient(
                 url=self._url, api_key=self._api_key, timeout=self.timeout
             )
+        wider: L.SearchPlan | None = plan
+        kept: list[tuple[dict[str, Any], float]] = []
+        for _ in range(3):
+            if wider is None:
+                break
+            scored = await self._aquery(self._aclient, wider)
+            kept, wider = await asyncio.to_thread(self._visible_hits, wider, scored)
+        return self._hits(kept[:limit])
+
+    async def _aquery(
+        self, client: AsyncQdrantClient, plan: L.SearchPlan
+    ) -> list[tuple[dict[str, Any], float]]:
         request = query_request(plan)
         attempt = 1
         while True:
             try:
-                response = await self._aclient.query_points(
+                response = await client.query_points(
                     self.collection, **request, timeout=self.timeout
                 )
-                return self._hits([(p.payload or {}, p.score) for p in response.points])
+                return [(p.payload or {}, p.score) for p in response.points]
             except (ResponseHandlingException, UnexpectedResponse) as exc:
                 if not _transient(exc) or attempt >= self.retries:
                     raise StoreError(f"search on {self.location} failed: {exc}") from exc
