@@ -82,9 +82,9 @@ class MemoryPageStore(PageStore):
         return schema if schema is not None and schema.tenant == tenant else None
 
     def _visible(self, record_or_schema, page_filter: PageFilter | None) -> bool:
-        if page_filter is not None and page_filter.doc_ids is not None:
-            if record_or_schema.doc_id not in page_filter.doc_ids:
-                return False
+        doc_ids = page_filter.doc_ids if page_filter is not None else None
+        if doc_ids is not None and record_or_schema.doc_id not in doc_ids:
+            return False
         return admits(page_filter, record_or_schema.tenant, record_or_schema.acl)
 
     def list_documents(self, page_filter: PageFilter | None = None) -> list[DocumentSchema]:
