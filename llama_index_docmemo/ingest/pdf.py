@@ -22,6 +22,10 @@ from llama_index_docmemo.ingest.parsed import ParsedDocument, ParsedPage, TextLi
 
 logger = logging.getLogger(__name__)
 
+RENDER_ERRORS: tuple[type[Exception], ...] = (pymupdf.mupdf.FzErrorBase, RuntimeError)
+"""What MuPDF raises when a page cannot be rendered or analysed (e.g. FzErrorLimit "Overly large
+image" for a 20,000 pt page or a huge embedded image): callers skip that page with a warning."""
+
 _HEAD_BYTES = 1024
 _TAIL_BYTES = 2048
 _BOLD_FLAG = 16
@@ -182,7 +186,10 @@ def render_page(path: str | os.PathLike[str], page: int, long_side: int = 1500) 
             raise IngestError(str(path), f"no such page (the file has {doc.page_count})", page=page)
         pdf_page = doc[page - 1]
         scale = long_side / max(pdf_page.rect.width, pdf_page.rect.height)
-        pix = pdf_page.get_pixmap(matrix=pymupdf.Matrix(scale, scale), alpha=False)
+        try:
+            pix = pdf_page.get_pixmap(matrix=pymupdf.Matrix(scale, scale), alpha=False)
+        except RENDER_ERRORS as exc:
+            raise IngestError(str(path), f"cannot render the page: {exc}", page=page) from exc
         return Image.frombytes("RGB", (pix.width, pix.height), pix.samples)
 
 
