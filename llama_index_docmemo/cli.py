@@ -100,7 +100,7 @@ def _page_filter(args: argparse.Namespace) -> Any:
     from llama_index_docmemo.types import PageFilter
 
     return PageFilter(
-        doc_ids=tuple(args.doc) if args.doc else None,
+        doc_ids=tuple(args.doc) if getattr(args, "doc", None) else None,
         tenant=args.tenant,
         acl_groups=tuple(args.acl_group) if args.acl_group else None,
     )
