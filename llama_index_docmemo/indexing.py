@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import shutil
 import stat
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -44,13 +43,6 @@ logger = logging.getLogger(__name__)
 
 Summarizer = Callable[[DocumentSchema, Sequence[PageRecord]], Mapping[int, str]]
 """(schema, page records) -> page -> summary; pages it leaves out keep their first-line summary."""
-
-# Free space an embedded store must have before a document is written, beyond the document's
-# own estimate: Qdrant Edge writes through memory maps, and a write into a full disk there
-# kills the process (SIGBUS) instead of failing, so the indexer stops before that point.
-MIN_FREE_BYTES = 64 << 20
-_BYTES_PER_FLOAT = 4
-_SPACE_FACTOR = 3  # WAL + segment + index copies of each vector
 
 
 class IndexReport(BaseModel):
@@ -447,7 +439,6 @@ class DocumentIndexer:
         if self.summarizer is not None:
             schema = summarize_schema(self.summarizer, schema, records)
         embeddings = self._encode(parsed, records)
-        self._check_space(parsed, embeddings)
         self.store.upsert_document(schema, records, embeddings)
         report.indexed.append(parsed.source)
         report.pages += len(records)
@@ -455,23 +446,6 @@ class DocumentIndexer:
         if parsed.unread_pages:
             report.unread_pages[parsed.doc_id] = parsed.unread_pages
         logger.info("indexed %s: %d pages", parsed.source, len(records))
-
-    def _check_space(self, parsed: ParsedDocument, embeddings: Sequence[PageEmbedding]) -> None:
-        """Refuse to write a document the embedded store's disk cannot take (see MIN_FREE_BYTES)."""
-        folder = getattr(self.store, "path", None)
-        if folder is None:
-            return
-        needed = MIN_FREE_BYTES + _SPACE_FACTOR * sum(
-            _BYTES_PER_FLOAT * (e.multivector.size + e.pooled.size) for e in embeddings
-        )
-        needed += _SPACE_FACTOR * sum(len(p.text.encode()) for p in parsed.pages)
-        free = shutil.disk_usage(folder).free
-        if free < needed:
-            raise StoreError(
-                f"writing document {parsed.doc_id!r} to page store {folder} needs about "
-                f"{needed >> 20} MiB free and {free >> 20} MiB are left: the disk is full; free "
-                "space and index again (nothing already indexed was changed)"
-            )
 
     def _encode(self, parsed: ParsedDocument, records: Sequence[PageRecord]) -> list[PageEmbedding]:
         renderable = Path(parsed.source).is_file()

@@ -15,6 +15,13 @@ from llama_index_docmemo.faults import fault_point
 from llama_index_docmemo.store import _layout as L
 from llama_index_docmemo.store._qdrant import QdrantLayoutStore
 
+# Qdrant Edge writes through memory maps: a write into a full disk kills the process with SIGBUS
+# instead of failing, and a new segment or WAL file takes ~170 MiB at once (measured on tmpfs).
+# Each write first checks that the disk keeps this margin beyond the write's own size (counted
+# _SPACE_FACTOR times: WAL, segment, index); $DOCMEMO_MIN_FREE_MB overrides it.
+MIN_FREE_BYTES = 256 << 20
+MIN_FREE_ENV = "DOCMEMO_MIN_FREE_MB"
+_SPACE_FACTOR = 3
 _SHARD_MARKER = "edge_config.json"
 _CLIENT_LOCAL_MARKER = "meta.json"
 _SCROLL_PAGE = 256
@@ -31,6 +38,31 @@ def _filter(where: L.FilterSpec) -> qe.Filter:
         must=[_condition(c) for c in where.must] + [qe.IsEmptyCondition(k) for k in where.empty],
         must_not=[_condition(c) for c in where.must_not] or None,
     )
+
+
+def _point_bytes(point: L.PointData) -> int:
+    """About how many bytes a point takes on disk (vectors as float32, payload text)."""
+    floats = sum(
+        len(values) * (len(values[0]) if values and isinstance(values[0], list) else 1)
+        for values in point.dense.values()
+    )
+    sparse = 8 * len(point.sparse.indices) if point.sparse is not None else 0
+    return 4 * floats + sparse + sum(len(str(v)) for v in point.payload.values())
+
+
+def check_free_space(path: Path, needed: int, what: str) -> None:
+    """Raise a 'disk is full' StoreError unless the disk under ``path`` has ``needed`` bytes more
+    than MIN_FREE_BYTES free."""
+    folder = path if path.exists() else path.absolute().parent
+    free = shutil.disk_usage(folder).free
+    override = os.environ.get(MIN_FREE_ENV)
+    margin = int(float(override) * (1 << 20)) if override else MIN_FREE_BYTES
+    if free < margin + needed:
+        raise StoreError(
+            f"cannot {what} page store {path}: No space left on device (the disk is full: "
+            f"{free >> 20} MiB free, a page store keeps at least {margin >> 20} MiB free so a "
+            f"write never dies halfway; ${MIN_FREE_ENV} sets that margin)"
+        )
 
 
 def _open_error(path: Path, what: str, exc: Exception) -> StoreError:
@@ -152,6 +184,7 @@ class EdgePageStore(QdrantLayoutStore):
         building = parent / f".{self.path.name}.creating-{os.getpid()}"
         try:
             parent.mkdir(parents=True, exist_ok=True)
+            check_free_space(parent, 0, "create")
             shutil.rmtree(building, ignore_errors=True)
             shard = self._call(
                 "create", qe.EdgeShard.create, str(building), _config(self.dim, self.sparse)
@@ -215,12 +248,15 @@ class EdgePageStore(QdrantLayoutStore):
             raise _open_error(self.path, "write to", exc) from exc
 
     def _write(self, points: Sequence[L.PointData]) -> None:
+        needed = _SPACE_FACTOR * sum(_point_bytes(p) for p in points)
+        check_free_space(self.path, needed, "write to")
         self._update(qe.UpdateOperation.upsert_points([_point(p) for p in points]))
 
     def _delete(self, where: L.FilterSpec) -> None:
         self._update(qe.UpdateOperation.delete_points_by_filter(_filter(where)))
 
     def _set_payload(self, where: L.FilterSpec, payload: dict[str, Any]) -> None:
+        check_free_space(self.path, 0, "write to")
         self._update(qe.UpdateOperation.set_payload_by_filter(_filter(where), payload))
 
     def _create_index(self, key: str, kind: Literal["keyword", "integer"], is_tenant: bool) -> None:
