@@ -318,4 +318,3 @@ def test_hashing_refuses_a_fifo_instead_of_blocking(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "pipe")
     with pytest.raises(IngestError, match="not a regular file"):
         run_with_deadline(lambda: file_sha256(tmp_path / "pipe"), 30)
-
