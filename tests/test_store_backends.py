@@ -422,3 +422,31 @@ def test_backends_agree_on_documents_and_pages(open_backend: StoreFactory) -> No
         assert edge.count_pages(page_filter) == client.count_pages(page_filter)
         assert edge.list_documents(page_filter) == client.list_documents(page_filter)
         assert edge.get_pages(everything, page_filter) == client.get_pages(everything, page_filter)
+
+
+def test_an_uncommitted_version_is_invisible_and_recovered(store: PageStore) -> None:
+    """Pages written before their record flips (a crash mid-write) are never returned."""
+    from llama_index_docmemo.store import _layout as L
+
+    schema, records, embeddings = make_document(
+        "alpha.pdf", "a2", 6, seed=9, tenant="t1", acl=("g1",)
+    )
+    pages, record = L.document_points(schema, records, embeddings, dim=DIM, use_sparse=True)
+    store._write([L.journal_point(record.id, str(record.payload[L.REVISION]))])  # type: ignore[attr-defined]
+    store._write(pages[:4])  # type: ignore[attr-defined]
+    scope = PageFilter(doc_ids=("alpha.pdf",), tenant="t1", acl_groups=("g1",))
+    hits = store.search(make_query(2), limit=50, page_filter=scope)
+    assert len(hits) == 6 and {h.record.doc_version for h in hits} == {"a1"}
+    wanted = [PageRef("alpha.pdf", p) for p in range(1, 7)]
+    assert {r.doc_version for r in store.get_pages(wanted, scope)} == {"a1"}
+    assert store.recover() == 1 and store.count_pages() == 15
+    assert store.recover() == 0
+
+
+def test_same_doc_id_in_two_tenants_is_two_documents(store: PageStore) -> None:
+    store.upsert_document(*make_document("alpha.pdf", "z1", 2, seed=5, tenant="t2"))
+    assert store.document_version("alpha.pdf", tenant="t1") == "a1"
+    assert store.document_version("alpha.pdf", tenant="t2") == "z1"
+    assert store.count_pages() == 17
+    assert store.delete_document("alpha.pdf", tenant="t2")
+    assert store.document_version("alpha.pdf", tenant="t1") == "a1" and store.count_pages() == 15
