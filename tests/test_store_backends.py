@@ -434,11 +434,13 @@ def test_an_uncommitted_version_is_invisible_and_recovered(store: PageStore) -> 
     pages, record = L.document_points(schema, records, embeddings, dim=DIM, use_sparse=True)
     store._write([L.journal_point(record.id, str(record.payload[L.REVISION]))])  # type: ignore[attr-defined]
     store._write(pages[:4])  # type: ignore[attr-defined]
+    store._writes_in_flight += 1  # type: ignore[attr-defined]  # as if another thread were writing
     scope = PageFilter(doc_ids=("alpha.pdf",), tenant="t1", acl_groups=("g1",))
     hits = store.search(make_query(2), limit=50, page_filter=scope)
     assert len(hits) == 6 and {h.record.doc_version for h in hits} == {"a1"}
     wanted = [PageRef("alpha.pdf", p) for p in range(1, 7)]
     assert {r.doc_version for r in store.get_pages(wanted, scope)} == {"a1"}
+    store._writes_in_flight -= 1  # type: ignore[attr-defined]
     assert store.recover() == 1 and store.count_pages() == 15
     assert store.recover() == 0
 

@@ -63,6 +63,9 @@ class QdrantLayoutStore(PageStore):
     """
 
     write_batch: int = 64
+    exclusive: bool = False
+    """True when this process alone writes the store (an embedded folder): searches then skip the
+    journal look-up while no write of its own is in flight."""
 
     def __init__(
         self,
@@ -83,6 +86,7 @@ class QdrantLayoutStore(PageStore):
         self.fusion: L.Fusion = fusion
         self.idf_scope: L.IdfScope = idf_scope
         self._meta = L.StoreMeta(encoder_name, dim, sparse)
+        self._writes_in_flight = 0
 
     # ------------------------------------------------------------ primitives
 
@@ -217,6 +221,8 @@ class QdrantLayoutStore(PageStore):
         Only documents with a journal note (a write in progress, or a crash not yet recovered)
         can have other pages, so the usual cost is one empty look-up.
         """
+        if self.exclusive and self._writes_in_flight == 0:
+            return [True] * len(payloads)  # recovered at open, nobody else writes
         keys = sorted({str(p.get(access.DOC_KEY)) for p in payloads})
         if not keys:
             return []
@@ -286,6 +292,7 @@ class QdrantLayoutStore(PageStore):
         )
         doc_key = record.id
         rev = str(record.payload[L.REVISION])
+        self._writes_in_flight += 1
         try:
             self._recover(doc_key)
             self._write([L.journal_point(doc_key, rev)])
@@ -308,6 +315,8 @@ class QdrantLayoutStore(PageStore):
                     "%s: cleanup of %s deferred to the next open", self.location, doc_key
                 )
             raise _write_failure(self.location, schema.doc_id, exc) from exc
+        finally:
+            self._writes_in_flight -= 1
 
     def document_version(self, doc_id: str, *, tenant: str | None = None) -> str | None:
         payload = self._retrieve(L.document_point_id(tenant, doc_id))
@@ -326,14 +335,18 @@ class QdrantLayoutStore(PageStore):
     def delete_document(self, doc_id: str, *, tenant: str | None = None) -> bool:
         """Record first (the document disappears at once), then its pages; crash-safe."""
         doc_key = L.document_point_id(tenant, doc_id)
-        if self._retrieve(doc_key) is None:
-            self._recover(doc_key)
-            return False
-        self._write([L.journal_point(doc_key, None)])
-        self._delete(L.kind_filter(L.KIND_DOCUMENT, **{access.DOC_KEY: [doc_key]}))
-        self._delete(L.stale_pages_filter(doc_key, None))
-        self._delete(L.kind_filter(L.KIND_JOURNAL, **{access.DOC_KEY: [doc_key]}))
-        return True
+        self._writes_in_flight += 1
+        try:
+            if self._retrieve(doc_key) is None:
+                self._recover(doc_key)
+                return False
+            self._write([L.journal_point(doc_key, None)])
+            self._delete(L.kind_filter(L.KIND_DOCUMENT, **{access.DOC_KEY: [doc_key]}))
+            self._delete(L.stale_pages_filter(doc_key, None))
+            self._delete(L.kind_filter(L.KIND_JOURNAL, **{access.DOC_KEY: [doc_key]}))
+            return True
+        finally:
+            self._writes_in_flight -= 1
 
     def search(
         self,

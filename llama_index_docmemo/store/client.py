@@ -189,6 +189,7 @@ class QdrantClientPageStore(QdrantLayoutStore):
         self.timeout = timeout
         self.retries = max(1, retries)
         self.remote = url is not None
+        self.exclusive = not self.remote  # local mode locks its folder to this process
         self._url = url
         self._api_key = api_key
         self._where = url or (str(path) if path is not None else str(location))

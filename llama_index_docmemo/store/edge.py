@@ -141,6 +141,7 @@ class EdgePageStore(QdrantLayoutStore):
             encoder_name=encoder_name, dim=dim, sparse=sparse, fusion=fusion, idf_scope=idf_scope
         )
         self.path = Path(path)
+        self.exclusive = True  # the folder is locked to this process
         self._shard: qe.EdgeShard | None = self._open()
 
     @property
