@@ -241,6 +241,39 @@ def test_an_oversized_page_is_skipped_with_a_warning_and_the_query_goes_on(
     assert any("no crops for poster.pdf page 1" in r.getMessage() for r in caplog.records)
 
 
+def test_a_page_that_cannot_be_rendered_keeps_its_text_everywhere(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MuPDF refusing every pixmap (as it does for some huge images): crops, page images and
+    evidence images are dropped with warnings, and the answer still comes from the text."""
+    from llama_index_docmemo.config import DocMemoConfig
+    from llama_index_docmemo.postprocessors.crops import CropPostprocessor
+    from llama_index_docmemo.query_engine import DocMemoQueryEngine
+
+    poster = write_oversized(tmp_path / "docs" / "poster.pdf")
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise pymupdf.mupdf.FzErrorLimit("Overly large image")
+
+    with open_store(tmp_path / "store") as store:
+        assert DocumentIndexer(store, ENCODER, ocr=False).index_paths([poster]).ok
+        monkeypatch.setattr(pymupdf.Page, "get_pixmap", refuse)
+        engine = DocMemoQueryEngine.from_defaults(
+            store=store,
+            encoder=ENCODER,
+            config=DocMemoConfig(rounds=1, pages_per_round=2),
+            crop_postprocessor=CropPostprocessor(cache_dir=str(tmp_path / "cache")),
+            cache_dir=tmp_path / "cache",
+        )
+        with caplog.at_level(logging.WARNING):
+            response = engine.query("What is the revenue growth on the normal page?")
+    assert response.source_nodes and all(
+        n.node.image_resource is None for n in response.source_nodes
+    )
+    messages = " ".join(r.getMessage() for r in caplog.records)
+    assert "no evidence image" in messages and "cannot render the page" in messages
+
+
 def test_index_layout_goes_on_past_an_oversized_page(tmp_path: Path, capsys) -> None:
     from llama_index_docmemo.cli import _index_layouts
 

@@ -217,3 +217,20 @@ def test_a_0_1_0_store_is_migrated_in_place(tmp_path: Path, caplog) -> None:
         assert report.ok and store.count_pages(PageFilter()) == 1  # replaced, not duplicated
     with EdgePageStore(path, encoder_name=encoder.name, dim=DIM, sparse=True) as store:
         assert store.count_pages() == 3
+
+
+def test_identical_bytes_in_two_tenants_are_two_documents(tmp_path: Path) -> None:
+    encoder = HashEncoder()
+    pdf = write_pdf(tmp_path / "shared" / "report.pdf", ["Revenue 12.5 million.", "Costs."])
+    with EdgePageStore(tmp_path / "s", encoder_name=encoder.name, dim=DIM, sparse=True) as store:
+        indexer = DocumentIndexer(store, encoder, ocr=False)
+        assert (
+            indexer.index_paths([pdf], tenant="a").ok and indexer.index_paths([pdf], tenant="b").ok
+        )
+        assert store.count_pages() == 4, "each tenant has its own pages"
+        assert store.delete_document("report.pdf", tenant="a")
+        assert store.count_pages(PageFilter(tenant="b")) == 2
+        hits = store.search(
+            encoder.encode_query("revenue"), limit=5, page_filter=PageFilter(tenant="b")
+        )
+        assert {h.record.tenant for h in hits} == {"b"}

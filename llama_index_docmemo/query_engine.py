@@ -8,6 +8,7 @@ trace; ``retrieve``/``synthesize`` let it sit under routers and tools.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Generator
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from llama_index.core.schema import MediaResource, Node, NodeWithScore, QueryBun
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.encoders.base import PageEncoder
+from llama_index_docmemo.errors import IngestError
 from llama_index_docmemo.events import DocMemoRoundEndEvent, DocMemoRoundStartEvent
 from llama_index_docmemo.paths import default_cache_dir
 from llama_index_docmemo.reasoning.base import (
@@ -361,7 +363,10 @@ class DocMemoQueryEngine(BaseQueryEngine):
         base = page_node(record)
         image = None
         if self.evidence_images and record.source and Path(record.source).is_file():
-            image = MediaResource(path=self._rendered(record))
+            try:
+                image = MediaResource(path=self._rendered(record))
+            except IngestError as exc:  # a page MuPDF cannot render keeps its text
+                logging.getLogger(__name__).warning("no evidence image: %s", exc)
         return Node(
             id_=base.id_,
             text_resource=MediaResource(text=record.text),

@@ -188,6 +188,7 @@ def test_root_and_explicit_ids(tmp_path: Path, parts) -> None:
     with pytest.raises(ValueError, match="tenant"):
         indexer.index_paths([outside], tenant="")
 
+
 def test_unread_pages_are_reported_with_a_warning(tmp_path: Path, parts) -> None:
     store, encoder = parts
     deck = make_scanned_slides(tmp_path / "deck.pdf", ["Plan", "Goals"])
@@ -253,3 +254,19 @@ def test_report_summary_lists_failures() -> None:
 def test_bad_batch_size(parts) -> None:
     with pytest.raises(ValueError, match="batch_size"):
         DocumentIndexer(*parts, ocr=False, batch_size=0)
+
+
+def test_index_documents_ids_are_paths_relative_to_their_common_folder(
+    tmp_path: Path, parts
+) -> None:
+    store, encoder = parts
+    first = make_report(tmp_path / "a" / "r.pdf")
+    second = make_report(tmp_path / "b" / "r.pdf", extra="other")
+    docs = [
+        Document(text=f"page {n}", metadata={"file_path": str(path), "source": str(n)})
+        for path in (first, second)
+        for n in (1, 2)
+    ]
+    report = DocumentIndexer(store, encoder, ocr=False).index_documents(docs)
+    assert report.ok and report.doc_ids == {str(first): "a/r.pdf", str(second): "b/r.pdf"}
+    assert store.schemas["b/r.pdf"].source == str(second.resolve())
