@@ -3,30 +3,21 @@
 Pages a reasoner judged useful describe the evidence in the document's own words; adding
 their most distinctive terms to the query pulls in the pages that continue it (the rest of a
 table, the other year, the definition) even when the reasoner proposes no refined query.
+Words are compared by their stemmed keys (:mod:`llama_index_docmemo.text`), as the lexical search does.
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Sequence
 
-_WORD = re.compile(r"[a-z][a-z0-9]{2,}")
-_STOPWORDS = frozenset(
-    """about above after again against all also among and any are because been before being
-    below between both but can could did does doing down during each few for from further had
-    has have having her here hers him his how into its itself just more most much must nor not
-    now off once only other our ours out over own same she should some such than that the their
-    theirs them then there these they this those through too under until very was were what
-    when where which while who whom why will with would you your yours page pages table figure
-    percent per total""".split()
-)
+from llama_index_docmemo.text import content_words, keys
 
 
 def terms(text: str) -> list[str]:
-    """Lower-cased content words of ``text`` (no stopwords, at least three characters)."""
-    return [w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS]
+    """Lower-cased content words of ``text`` (no stop words, no numbers, no single letters)."""
+    return [surface for _, surface in content_words(text)]
 
 
 def expansion_terms(
@@ -38,24 +29,29 @@ def expansion_terms(
 ) -> list[str]:
     """The ``limit`` terms of the useful pages with the highest tf * idf against the background.
 
-    Terms already in the query, and terms on more than ``max_df`` of the background pages
-    (boilerplate, running headers), are left out. Ties break alphabetically (deterministic).
+    Terms already in the query (same stem), and terms on more than ``max_df`` of the background
+    pages (boilerplate, running headers), are left out. Each term is written as its most frequent
+    form on the useful pages. Ties break alphabetically (deterministic).
     """
     if limit <= 0 or not useful_texts:
         return []
-    background = [set(terms(t)) for t in background_texts] or [set()]
+    background = [{key for key, _ in content_words(t)} for t in background_texts] or [set()]
     df: Counter[str] = Counter()
     for words in background:
         df.update(words)
     n = len(background)
-    asked = set(terms(query))
+    asked = set(keys(query))
     tf: Counter[str] = Counter()
+    forms: dict[str, Counter[str]] = {}
     for text in useful_texts:
-        tf.update(terms(text))
-    scored = [
-        (count * math.log((n + 1) / (df[w] + 0.5)), w)
-        for w, count in tf.items()
-        if w not in asked and df[w] <= max_df * n
-    ]
+        for key, surface in content_words(text):
+            tf[key] += 1
+            forms.setdefault(key, Counter())[surface] += 1
+    scored = []
+    for key, count in tf.items():
+        if key in asked or df[key] > max_df * n:
+            continue
+        form = min(forms[key].items(), key=lambda fc: (-fc[1], fc[0]))[0]
+        scored.append((count * math.log((n + 1) / (df[key] + 0.5)), form))
     scored.sort(key=lambda sw: (-sw[0], sw[1]))
     return [w for _, w in scored[:limit]]

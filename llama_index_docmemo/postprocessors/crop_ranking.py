@@ -2,68 +2,23 @@
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from llama_index_docmemo.ingest.layout.blocks import LayoutBlock
+from llama_index_docmemo.text import keys
 
-_TOKEN = re.compile(r"[a-z0-9]+(?:[.,][0-9]+)*")
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "for",
-        "from",
-        "has",
-        "have",
-        "how",
-        "in",
-        "is",
-        "it",
-        "its",
-        "of",
-        "on",
-        "or",
-        "that",
-        "the",
-        "this",
-        "to",
-        "was",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "whom",
-        "why",
-        "with",
-        "does",
-        "did",
-        "do",
-        "according",
-        "report",
-        "document",
-        "page",
-        "shown",
-        "show",
-    ]
-)
 # Dense kinds first: a table or chart loses most when seen inside a full-page image.
 KIND_PRIORITY: dict[str, float] = {"table": 0.3, "chart": 0.25, "figure": 0.15, "equation": 0.05}
 
 
 def terms(text: str) -> set[str]:
-    """Lower-cased content words of ``text`` (numbers kept: questions often quote a year or a value)."""
-    return {t for t in _TOKEN.findall(text.lower()) if t not in _STOP and len(t) > 1}
+    """Match keys of ``text``'s content words and numbers (:mod:`llama_index_docmemo.text`).
+
+    Numbers are kept: questions often quote a year or a value.
+    """
+    return set(keys(text))
 
 
 def relevance(query_terms: set[str], block: LayoutBlock) -> float:
