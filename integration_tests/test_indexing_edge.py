@@ -35,7 +35,7 @@ def test_index_close_reopen_reingest_and_replace(tmp_path: Path, encoder) -> Non
     plain_pdf = make_report(docs / "plain.pdf")
     with open_store(tmp_path / "store", encoder=encoder) as store:
         report = DocumentIndexer(store, encoder, ocr=False).index_paths([docs], tenant="acme")
-        indexed = sorted([str(report_pdf.resolve()), str(plain_pdf.resolve())])
+        indexed = sorted([str(report_pdf), str(plain_pdf)])
         assert report.ok and sorted(report.indexed) == indexed
         assert report.pages == 10 and store.count_pages() == 10
         top = _search(store, encoder, "widgets sold units revenue table", "report.pdf", "acme")
@@ -55,7 +55,7 @@ def test_index_close_reopen_reingest_and_replace(tmp_path: Path, encoder) -> Non
         old_version = store.document_version("plain.pdf", tenant="acme")
         make_report(plain_pdf, extra="Zeppelin hangar acoustics were measured in spring")
         changed = indexer.index_paths([docs], tenant="acme")
-        assert changed.indexed == [str(plain_pdf.resolve())]
+        assert changed.indexed == [str(plain_pdf)]
         assert changed.unchanged == [str(report_pdf)]
         assert store.document_version("plain.pdf", tenant="acme") not in (None, old_version)
         assert store.count_pages() == 10, "the old version's pages are gone"
@@ -71,7 +71,7 @@ def test_bad_files_in_a_batch_are_listed_and_the_good_ones_indexed(tmp_path: Pat
         report = DocumentIndexer(store, encoder, ocr=False).index_paths(
             [folder, bad["not a PDF"]], progress=True
         )
-        assert sorted(report.indexed) == sorted([str(good.resolve()), str(other.resolve())])
+        assert sorted(report.indexed) == sorted([str(good), str(other)])
         failed = dict(report.failed)
         assert len(failed) == len(bad)
         for kind, path in bad.items():

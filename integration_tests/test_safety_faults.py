@@ -274,12 +274,14 @@ def test_a_page_that_cannot_be_rendered_keeps_its_text_everywhere(
     assert "no evidence image" in messages and "cannot render the page" in messages
 
 
-def test_index_layout_goes_on_past_an_oversized_page(tmp_path: Path, capsys) -> None:
+def test_index_layout_goes_on_past_an_oversized_page(
+    tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from llama_index_docmemo.cli import _index_layouts
 
     poster = write_oversized(tmp_path / "docs" / "poster.pdf")
     normal = write_pdf(tmp_path / "docs" / "normal.pdf", ["Revenue table: 4,200 units."])
-    os.environ["DOCMEMO_CACHE"] = str(tmp_path / "cache")  # restored by the session fixture
+    monkeypatch.setenv("DOCMEMO_CACHE", str(tmp_path / "cache"))
     warnings = _index_layouts([str(poster), str(normal)], "pymupdf")
     out = capsys.readouterr().out
     assert f"layout (pymupdf): {poster}: " in out and f"layout (pymupdf): {normal}: " in out

@@ -374,7 +374,7 @@ class DocumentIndexer:
             report.failed.append((str(path), exc.reason if exc.page is None else str(exc)))
             return
         previous = self.store.get_schema(source.doc_id, tenant=tenant)
-        self._index(parsed, tenant, acl, report)
+        self._index(parsed, tenant, acl, report, label=str(path))
         if previous is not None and previous.source and previous.source != parsed.source:
             report.warnings.append(
                 f"{source.doc_id!r} replaced the document of the same id from "
@@ -408,7 +408,7 @@ class DocumentIndexer:
                 report.unchanged.append(parsed.source)
                 continue
             try:
-                self._index(parsed, tenant, acl, report)
+                self._index(parsed, tenant, acl, report, label=parsed.source)
             except StoreError as exc:
                 report.failed.append((parsed.source, str(exc)))
                 report.failed += [
@@ -433,6 +433,8 @@ class DocumentIndexer:
         tenant: str | None,
         acl: Sequence[str],
         report: IndexReport,
+        *,
+        label: str,
     ) -> None:
         schema = build_schema(parsed, tenant=tenant, acl=acl)
         records = page_records(parsed, schema)
@@ -440,7 +442,7 @@ class DocumentIndexer:
             schema = summarize_schema(self.summarizer, schema, records)
         embeddings = self._encode(parsed, records)
         self.store.upsert_document(schema, records, embeddings)
-        report.indexed.append(parsed.source)
+        report.indexed.append(label)
         report.pages += len(records)
         report.ocr_pages += len(parsed.ocr_pages)
         if parsed.unread_pages:
