@@ -1,4 +1,4 @@
-"""Compare DocMemo with static top-k and a stock LlamaIndex engine on your own documents.
+"""Compare DocMemo with fixed-budget baselines and a stock LlamaIndex pipeline on your own documents.
 
     python examples/compare_engines.py DATASET_DIR [OUT_DIR]
 
@@ -35,7 +35,7 @@ def main(argv: list[str]) -> int:
             "--reasoner",
             "simulated",
             "--engines",
-            "docmemo,static,llamaindex-topk,greedy,no_belief",
+            "docmemo,static-paged,neighbours,static@15,llamaindex-topk",
         ]
     )
     return run_eval(args)

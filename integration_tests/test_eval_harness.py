@@ -85,20 +85,24 @@ def parse(*argv: str) -> argparse.Namespace:
     return parser.parse_args(["eval", *argv])
 
 
+ENGINES = "docmemo,static-paged,neighbours,static@2,static@6,llamaindex-topk,no_belief"
+
+
 def test_simulated_eval_end_to_end_and_resume(dataset: Path, tmp_path: Path) -> None:
     out, store = tmp_path / "out", tmp_path / "store"
+    common = ("--data", str(dataset), "--out", str(out), "--store", str(store), "--no-progress")
     args = parse(
-        "--data",
-        str(dataset),
+        *common,
         "--engines",
-        "docmemo,static,llamaindex-topk,greedy,no_belief",
+        ENGINES,
         "--reasoner",
         "simulated",
-        "--out",
-        str(out),
-        "--store",
-        str(store),
-        "--no-progress",
+        "--split",
+        "all",
+        "--seeds",
+        "0-1",
+        "--k",
+        "2",
         "--fn",
         "0",
         "--fp",
@@ -106,55 +110,88 @@ def test_simulated_eval_end_to_end_and_resume(dataset: Path, tmp_path: Path) -> 
     )
     assert run_eval(args) == 0
     report = json.loads((out / "report.json").read_text())
-    assert (
-        report["reasoner"] == "simulated"
-        and report["n_questions"] == 4
-        and report["dataset"] == dataset.name
-    )
-    assert list(report["engines"]) == [
-        "docmemo",
-        "static",
-        "llamaindex-topk",
-        "greedy",
-        "no_belief",
-    ]
-    dm, st = report["engines"]["docmemo"], report["engines"]["static"]
-    assert dm["accuracy"] is None and len(dm["per_round"]) == 3
-    rec = [r["evidence_recall"] for r in dm["per_round"]]
-    assert rec == sorted(rec) and 0 < rec[-1] <= 1
-    assert st["pages_read"] == pytest.approx(dm["pages_read"])  # equal budget
-    assert report["engines"]["llamaindex-topk"]["pages_read"] == pytest.approx(dm["pages_read"])
+    assert report["reasoner"] == "simulated" and report["n_questions"] == 4
+    assert report["seeds"] == [0, 1] and report["split"] == "all"
+    assert report["stop"]["mode"] == "never"
+    assert list(report["engines"]) == ENGINES.split(",")
+    for name, entry in report["engines"].items():
+        assert [c["pages"] for c in entry["curve"]] == [2, 4, 6]
+        hits = [c["all_hit"] for c in entry["curve"]]
+        assert hits == sorted(hits) and all(0.0 <= h <= 1.0 for h in hits)
+        for point in entry["curve"]:
+            lo, hi = point["all_hit_ci"]
+            assert lo <= point["all_hit"] <= hi
+            assert point["recall_ci"][0] <= point["recall"] <= point["recall_ci"][1]
+        if name != "docmemo":
+            pair = entry["paired_vs_docmemo"]
+            assert {"diff", "ci", "docmemo_only", "baseline_only"} <= set(pair)
+            assert pair["ci"][0] <= pair["diff"] <= pair["ci"][1]
+    engines = report["engines"]
+    # --stop never: every round-based engine reads the whole budget, one-round ones their K
+    for name in ("docmemo", "static-paged", "neighbours", "no_belief", "llamaindex-topk"):
+        assert engines[name]["pages_read"] == pytest.approx(6.0), name
+    assert engines["static@2"]["pages_read"] == pytest.approx(2.0)
+    # static@6 is static-paged without its reading between rounds: the same pages, fixed budget
+    assert engines["static@6"]["curve"] == engines["static-paged"]["curve"]
+    # a perfect reader (fn=fp=0) is measured as such
+    assert engines["docmemo"]["reader_rates"]["fn"] == 0.0
+    assert engines["docmemo"]["reader_rates"]["fp"] == 0.0
     md = (out / "report.md").read_text()
-    assert "simulated reasoner" in md and "| static |" in md
-    assert (out / "per_round.png").is_file() and (out / "recall_vs_pages.png").is_file()
-    lines = (out / "results.jsonl").read_text().splitlines()
-    assert len(lines) == 20
+    assert "simulated reader" in md and "| static-paged |" in md and "Split: **all**" in md
+    assert (out / "curves.png").is_file()
+    lines = (out / "seed-0" / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 4 * 7
     assert run_eval(args) == 0  # resumed: nothing re-run
-    assert (out / "results.jsonl").read_text().splitlines() == lines
-    other = parse(
-        "--data",
-        str(dataset),
-        "--reasoner",
-        "simulated",
-        "--out",
-        str(out),
-        "--seed",
-        "7",
-        "--store",
-        str(store),
-        "--no-progress",
-    )
-    with pytest.raises(Exception, match="different .*seed"):
+    assert (out / "seed-0" / "results.jsonl").read_text().splitlines() == lines
+    other = parse(*common, "--reasoner", "simulated", "--split", "all", "--fn", "0.4")
+    with pytest.raises(Exception, match="different .*fn"):
         run_eval(other)
 
 
-def test_offline_eval_scores_answers(dataset: Path, tmp_path: Path) -> None:
+def test_report_split_and_reader_map(dataset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    args = parse(
+        "--data",
+        str(dataset),
+        "--out",
+        str(out),
+        "--store",
+        str(tmp_path / "store"),
+        "--no-progress",
+        "--engines",
+        "docmemo,static-paged",
+        "--reasoner",
+        "simulated",
+        "--k",
+        "2",
+        "--reader-map",
+    )
+    assert run_eval(args) == 0
+    report = json.loads((out / "report.json").read_text())
+    # the report half of this tiny set: beta.pdf's two questions (one of them unanswerable)
+    assert report["split"] == "report" and report["n_questions"] == 2
+    assert report["n_page_scored"] == 1
+    cells = json.loads((out / "reader_map.json").read_text())["cells"]
+    assert len(cells) == 24
+    for cell in cells:
+        assert {"fn", "fp", "gain_vs_static_paged", "gain_vs_neighbours"} <= set(cell)
+        assert -1.0 <= cell["gain_vs_static_paged"] <= 1.0
+    assert (out / "reader_map.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_offline_eval_scores_answers_and_measures_the_reader(
+    dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "out"
     args = parse(
         "--data",
         str(dataset),
         "--reasoner",
         "offline",
+        "--engines",
+        "docmemo,static-paged",
+        "--split",
+        "all",
         "--out",
         str(out),
         "--store",
@@ -168,3 +205,7 @@ def test_offline_eval_scores_answers(dataset: Path, tmp_path: Path) -> None:
     assert report["n_questions"] == 2
     for entry in report["engines"].values():
         assert entry["accuracy"] is not None and 0.0 <= entry["accuracy"] <= 1.0
+    rates = report["reader_rates"]
+    assert rates["engine"] == "docmemo" and rates["gold_pages_read"] > 0
+    assert 0.0 <= rates["fn"] <= 1.0 and 0.0 <= rates["fp"] <= 1.0
+    assert "measured reader rates (offline" in capsys.readouterr().out

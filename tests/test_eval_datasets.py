@@ -74,3 +74,33 @@ def test_real_dev_set_loads(mmlongbench_dir: Path) -> None:
     ds = load_dataset(mmlongbench_dir)
     assert len(ds) == 357
     assert sum(item.scored_on_pages for item in ds) == 271
+
+
+def test_split_is_the_fixed_sha256_rule(tmp_path: Path) -> None:
+    import hashlib
+
+    from llama_index_docmemo.evaluation.datasets import select_split, split_of
+
+    names = [f"doc-{i}.pdf" for i in range(200)]
+    for name in names:
+        even = int(hashlib.sha256(name.encode("utf-8")).hexdigest(), 16) % 2 == 0
+        assert split_of(name) == ("tune" if even else "report")
+    halves = [split_of(n) for n in names]
+    assert 70 < halves.count("tune") < 130  # both halves populated
+    root = tmp_path / "ds"
+    (root / "pdfs").mkdir(parents=True)
+    rows = []
+    for i, name in enumerate(names[:10]):
+        (root / "pdfs" / name).write_bytes(b"%PDF")
+        rows.append(
+            {"qid": str(i), "doc": name, "question": "q", "answer": "a", "evidence_pages": [1]}
+        )
+    (root / "qa.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    data = load_dataset(root)
+    tune, report = select_split(data, "tune"), select_split(data, "report")
+    assert len(tune) + len(report) == 10 and select_split(data, "all") is data
+    assert all(split_of(i.doc) == "tune" for i in tune) and all(
+        split_of(i.doc) == "report" for i in report
+    )
+    with pytest.raises(DatasetError, match="split"):
+        select_split(data, "dev")

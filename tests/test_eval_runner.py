@@ -1,4 +1,4 @@
-"""Runner and baselines over in-memory doubles: equal budget, resumability, settings guard."""
+"""Runner and baselines over in-memory doubles: fixed budget, same first round, stop rules, resume."""
 
 from __future__ import annotations
 
@@ -10,20 +10,25 @@ from fakes_docmemo import BagOfWordsEncoder, MemoryPageStore
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.errors import DocMemoError
-from llama_index_docmemo.evaluation.baselines import build_engines, config_for
+from llama_index_docmemo.evaluation.baselines import (
+    build_engines,
+    check_engine_names,
+    config_for,
+    static_k,
+)
 from llama_index_docmemo.evaluation.datasets import load_dataset
 from llama_index_docmemo.evaluation.runner import RESULTS, check_settings, load_runs, run_evaluation
 from llama_index_docmemo.evaluation.simulated import SimulatedReasoner
+from llama_index_docmemo.evaluation.stopping import StopRule
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
-
-pytest.importorskip("llama_index.retrievers.bm25")
+from llama_index_docmemo.types import PageRef
 
 
 def pages() -> list[str]:
     out = [f"filler page {i} about office plants and weather" for i in range(1, 41)]
-    out[2] = "revenue growth in 2023 was strong"
-    out[20] = "segment margin of the retail business"
-    out[30] = "headcount and offices"
+    out[2] = "page on revenue growth in 2023, which was strong"
+    out[20] = "page on the segment margin of the retail business"
+    out[30] = "page on headcount and offices"
     return out
 
 
@@ -38,21 +43,21 @@ def setup(tmp_path: Path):
         {
             "qid": "a",
             "doc": "r.pdf",
-            "question": "revenue growth 2023",
+            "question": "revenue growth 2023 page",
             "answer": "x",
             "evidence_pages": [3, 21],
         },
         {
             "qid": "b",
             "doc": "r.pdf",
-            "question": "headcount offices",
+            "question": "headcount offices page",
             "answer": "y",
             "evidence_pages": [31],
         },
         {
             "qid": "c",
             "doc": "r.pdf",
-            "question": "weather",
+            "question": "weather page",
             "answer": "Not answerable",
             "evidence_pages": [],
         },
@@ -67,35 +72,60 @@ def setup(tmp_path: Path):
 
     base = DocMemoConfig(pages_per_round=3, rounds=3, candidates=10)
     engines = build_engines(
-        ["static", "llamaindex-topk", "greedy"], base=base, make_engine=make, store=store
+        ["docmemo", "static-paged", "neighbours", "static@5", "greedy"],
+        base=base,
+        make_engine=make,
+        store=store,
+        encoder=encoder,
     )
     return load_dataset(root), engines
 
 
-def test_equal_budget_and_resume(setup, tmp_path: Path) -> None:
+def test_fixed_budget_and_resume(setup, tmp_path: Path) -> None:
     dataset, engines = setup
-    assert list(engines) == ["docmemo", "static", "llamaindex-topk", "greedy"]
+    assert list(engines) == ["docmemo", "static-paged", "neighbours", "static@5", "greedy"]
     out = tmp_path / "out"
     runs = run_evaluation(
         dataset, engines, lambda: SimulatedReasoner(fn=0.0, fp=0.0), out, progress=False
     )
-    dm = {r.qid: r for r in runs["docmemo"]}
-    assert len(dm) == 3
-    for name in ("static", "llamaindex-topk"):
+    for name in ("docmemo", "static-paged", "neighbours", "greedy"):
         for run in runs[name]:
-            assert run.rounds == 1
-            # k = DocMemo's pages; the word-overlap test store may have fewer matching pages
-            assert 0 < run.pages_read <= min(dm[run.qid].pages_read, 40)
-    assert dm["b"].stop_reason == "answered" and dm["b"].rounds == 1  # gold page found in round 1
-    assert dm["c"].rounds == 3  # no gold page: never answered
+            # --stop never: the whole budget, T rounds of k, even once every gold page was seen
+            assert run.rounds == 3 and run.pages_read == 9, (name, run)
+            assert run.stop_reason in ("max_rounds", "answered")  # answered in the last round
+    for run in runs["static@5"]:
+        assert run.rounds == 1 and run.pages_read == 5 and run.stop_reason == "static"
+    first = {name: {r.qid: r.reads[0] for r in runs[name]} for name in runs}
+    for qid in ("a", "b", "c"):  # round 1 is the same ranking for every engine
+        assert first["docmemo"][qid] == first["static-paged"][qid] == first["neighbours"][qid]
+        assert first["static@5"][qid][:3] == first["docmemo"][qid]
+    dm = {r.qid: r for r in runs["docmemo"]}
+    assert PageRef("r.pdf", 31) in dm["b"].useful  # the reader's labels are recorded
     lines = (out / RESULTS).read_text().splitlines()
-    assert len(lines) == 12
+    assert len(lines) == 15
     traces = [json.loads(line) for line in (out / "traces.jsonl").read_text().splitlines()]
-    assert {t["engine"] for t in traces} == {"docmemo", "static", "greedy"}
+    assert {t["engine"] for t in traces} == {"docmemo", "greedy"}
     again = run_evaluation(dataset, engines, lambda: SimulatedReasoner(), out, progress=False)
     assert (out / RESULTS).read_text().splitlines() == lines  # nothing re-run
     assert {n: len(v) for n, v in again.items()} == {n: 3 for n in engines}
     assert load_runs(out / RESULTS)[0].reads == runs["docmemo"][0].reads
+    assert load_runs(out / RESULTS)[0].useful == runs["docmemo"][0].useful
+
+
+def test_oracle_stop_ends_when_gold_is_recognised(setup, tmp_path: Path) -> None:
+    dataset, engines = setup
+    runs = run_evaluation(
+        dataset,
+        {n: engines[n] for n in ("docmemo", "static-paged", "neighbours")},
+        lambda: SimulatedReasoner(fn=0.0, fp=0.0),
+        tmp_path / "o",
+        stop=StopRule("oracle"),
+        progress=False,
+    )
+    for name, engine_runs in runs.items():
+        by_qid = {r.qid: r for r in engine_runs}
+        assert by_qid["b"].stop_reason == "answered" and by_qid["b"].rounds == 1, name
+        assert by_qid["c"].rounds == 3  # no gold page: never answered
 
 
 def test_errors_are_reported_and_skipped(setup, tmp_path: Path) -> None:
@@ -108,17 +138,13 @@ def test_errors_are_reported_and_skipped(setup, tmp_path: Path) -> None:
 
     run_evaluation(
         dataset,
-        {"docmemo": engines["docmemo"], "static": engines["static"]},
+        {"docmemo": engines["docmemo"], "static-paged": engines["static-paged"]},
         Broken,
         tmp_path / "o",
         progress=False,
         on_error=lambda n, i, e: failures.append(f"{n}:{i.qid}:{e}"),
     )
-    assert failures == [
-        "docmemo:a:boom",
-        "docmemo:b:boom",
-        "docmemo:c:boom",
-    ]  # static waits for docmemo
+    assert failures == [f"{n}:{q}:boom" for q in "abc" for n in ("docmemo", "static-paged")]
     assert not (tmp_path / "o" / RESULTS).read_text()
 
 
@@ -137,3 +163,10 @@ def test_ablation_configs() -> None:
     assert not (nm.use_schema or nm.use_belief or nm.use_episodic)
     with pytest.raises(ValueError, match="unknown engine"):
         config_for("bogus", base)
+
+
+def test_engine_names() -> None:
+    assert static_k("static@15") == 15 and static_k("static@0") is None
+    check_engine_names(["docmemo", "static@5", "static@10", "neighbours", "no_belief"])
+    with pytest.raises(ValueError, match="static@K, bogus"):
+        check_engine_names(["static@K", "bogus"])

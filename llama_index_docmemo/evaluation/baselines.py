@@ -1,30 +1,37 @@
 """The engines an evaluation compares, each behind one small interface: question in, pages read out.
 
 - ``docmemo`` and its ablations: :class:`DocMemoQueryEngine` with a :class:`DocMemoConfig`.
-- ``static``: the same engine with ``static=True`` and ``pages_per_round = k``, where k is the number of
-  pages DocMemo read for that question (equal budget).
-- ``llamaindex-topk``: a stock LlamaIndex ``RetrieverQueryEngine`` over a ``BM25Retriever`` built on the
-  same stored pages of the question's document, with the same k; the evaluation's reasoner then reads
-  the retrieved pages once, so every engine's answer comes from the same reader.
+- ``static@K``: the first K pages of the first-round ranking, read in one round (no stop).
+- ``static-paged``: the same ranking read k new pages a round, with the same stop rule as DocMemo.
+- ``neighbours``: pages within +-2 of each page judged useful, the rest from the ranking, same stop.
+- ``llamaindex-topk`` / ``llamaindex-vector``: stock LlamaIndex pipelines over chunks
+  (:mod:`.llamaindex_pipeline`).
+
+The first-round ranking is the store's search for the question, exactly as DocMemo's round 1 sees it
+(same encoder, candidates, prefetch and document filter), so round 1 is the same pages for every
+ranking-based engine. No engine sees the gold pages: only the stop rule may, and only under
+``--stop oracle`` / ``noisy`` (see :mod:`.stopping`).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from llama_index_docmemo.config import DocMemoConfig
+from llama_index_docmemo.encoders.base import PageEncoder
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.evaluation.datasets import QAItem
 from llama_index_docmemo.evaluation.metrics import QuestionRun
+from llama_index_docmemo.evaluation.orders import next_in_ranking, next_neighbours
 from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
-from llama_index_docmemo.retriever import page_node
 from llama_index_docmemo.store.base import PageStore
 from llama_index_docmemo.trace import QueryTrace
-from llama_index_docmemo.types import PageFilter, PageRef
+from llama_index_docmemo.types import PageFilter, PageRecord, PageRef
 
 ABLATIONS: dict[str, dict[str, Any]] = {
     "no_schema": {"use_schema": False},
@@ -47,8 +54,28 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_crops": {"adaptive_granularity": False},
     "relevance_feedback": {"relevance_feedback": 16},
 }
-BUDGET_ENGINES = ("static", "llamaindex-topk")
-ENGINE_NAMES = ("docmemo", *BUDGET_ENGINES, *ABLATIONS)
+RANKING_ENGINES = ("static-paged", "neighbours")
+STOCK_ENGINES = ("llamaindex-topk", "llamaindex-vector")
+ENGINE_NAMES = ("docmemo", "static@K", *RANKING_ENGINES, *STOCK_ENGINES, *ABLATIONS)
+_STATIC_AT = re.compile(r"static@([1-9][0-9]*)")
+
+
+def static_k(name: str) -> int | None:
+    """K of a ``static@K`` engine name, else None."""
+    match = _STATIC_AT.fullmatch(name)
+    return int(match.group(1)) if match else None
+
+
+def check_engine_names(names: list[str]) -> None:
+    """Raise ValueError naming every unknown engine (``static@K`` accepts any K >= 1)."""
+    unknown = [
+        n for n in names if static_k(n) is None and (n not in ENGINE_NAMES or n == "static@K")
+    ]
+    if unknown:
+        raise ValueError(
+            f"unknown engine(s) {', '.join(unknown)}; choose from {', '.join(ENGINE_NAMES)} "
+            "(static@K with K a page count, e.g. static@10)"
+        )
 
 
 @dataclass
@@ -60,14 +87,13 @@ class EngineOutput:
 
 
 class EvalEngine(ABC):
-    """An engine under evaluation. ``budget`` is DocMemo's pages read (equal-budget engines only)."""
+    """An engine under evaluation, answering one question restricted to its document."""
 
     name: str
-    needs_budget: bool = False
 
     @abstractmethod
-    def run(self, item: QAItem, reasoner: Reasoner, budget: int | None = None) -> EngineOutput:
-        """Answer one question, restricted to its document."""
+    def run(self, item: QAItem, reasoner: Reasoner) -> EngineOutput:
+        """Read pages for ``item`` with ``reasoner`` (which applies the evaluation's stop rule)."""
 
 
 def reads_from_trace(trace: QueryTrace) -> list[list[PageRef]]:
@@ -80,17 +106,14 @@ def reads_from_trace(trace: QueryTrace) -> list[list[PageRef]]:
     return reads
 
 
-def _run_from_trace(name: str, item: QAItem, trace: QueryTrace, answer: str | None) -> QuestionRun:
-    return QuestionRun(
-        engine=name,
-        qid=item.qid,
-        reads=reads_from_trace(trace),
-        answer=answer,
-        status=trace.status,
-        stop_reason=trace.stop_reason,
-        llm_calls=trace.llm_calls,
-        seconds=trace.seconds,
-    )
+def useful_from_trace(trace: QueryTrace) -> list[PageRef]:
+    """Pages the reader labelled useful in any round, in the order first labelled."""
+    useful: dict[PageRef, None] = {}
+    for round_ in trace.rounds:
+        if round_.feedback is not None:
+            for page in round_.feedback.useful:
+                useful.setdefault(PageRef(page.doc, page.page), None)
+    return list(useful)
 
 
 def config_for(name: str, base: DocMemoConfig) -> DocMemoConfig:
@@ -106,131 +129,179 @@ EngineFactory = Callable[[DocMemoConfig, Reasoner], Any]
 
 
 class DocMemoEvalEngine(EvalEngine):
-    """DocMemo (or an ablation, or ``static`` when ``equal_budget``) on the shared store and encoder.
+    """DocMemo (or an ablation) on the shared store and encoder.
 
     Args:
         name: engine name in the report.
         config: its configuration.
         make_engine: builds a ``DocMemoQueryEngine`` from a config and a reasoner.
-        equal_budget: run one static round of ``budget`` pages (the ``static`` baseline).
+    """
+
+    def __init__(self, name: str, config: DocMemoConfig, make_engine: EngineFactory) -> None:
+        self.name = name
+        self.config = config
+        self._make_engine = make_engine
+        self._engines: dict[int, Any] = {}
+
+    def _engine(self, reasoner: Reasoner) -> Any:
+        if id(reasoner) not in self._engines:
+            self._engines[id(reasoner)] = (reasoner, self._make_engine(self.config, reasoner))
+        return self._engines[id(reasoner)][1]
+
+    def run(self, item: QAItem, reasoner: Reasoner) -> EngineOutput:
+        result = self._engine(reasoner).run(
+            item.question, page_filter=PageFilter(doc_ids=(item.doc,))
+        )
+        trace: QueryTrace = result.trace
+        run = QuestionRun(
+            engine=self.name,
+            qid=item.qid,
+            reads=reads_from_trace(trace),
+            useful=useful_from_trace(trace),
+            answer=result.answer,
+            status=trace.status,
+            stop_reason=trace.stop_reason,
+            llm_calls=trace.llm_calls,
+            seconds=trace.seconds,
+        )
+        return EngineOutput(run, trace)
+
+
+class FirstRoundRanking:
+    """The store's candidates for a question in its document, best first, as DocMemo's round 1 sees them.
+
+    Ties in score are broken by (document, page), as the retriever does.
+    """
+
+    def __init__(self, store: PageStore, encoder: PageEncoder, config: DocMemoConfig) -> None:
+        self.store = store
+        self.encoder = encoder
+        self.config = config
+
+    def records(self, item: QAItem, depth: int) -> list[PageRecord]:
+        """At least ``config.candidates`` and up to ``depth`` pages of the ranking."""
+        hits = self.store.search(
+            self.encoder.encode_query(item.question),
+            limit=max(self.config.candidates, depth),
+            page_filter=PageFilter(doc_ids=(item.doc,)),
+            prefetch_limit=self.config.prefetch,
+        )
+        hits = sorted(hits, key=lambda h: (-h.score, h.record.doc_id, h.record.page))
+        return [h.record for h in hits]
+
+    def n_pages(self, doc_id: str) -> int:
+        schema = self.store.get_schema(doc_id)
+        if schema is None:
+            raise StoreError(f"document {doc_id!r} is not in the store ({self.store!r})")
+        return schema.n_pages
+
+
+@dataclass
+class _Reading:
+    """What a round-based baseline has read so far on one question."""
+
+    records: dict[PageRef, PageRecord]
+    reads: list[list[PageRef]] = field(default_factory=list)
+    useful: list[PageRef] = field(default_factory=list)
+    answer: str | None = None
+    status: str = "need_more"
+    stop_reason: str = "max_rounds"
+    llm_calls: int = 0
+
+    @property
+    def read(self) -> set[PageRef]:
+        return {ref for round_ in self.reads for ref in round_}
+
+
+class RankingEngine(EvalEngine):
+    """Reads the first-round ranking in rounds, choosing each round's pages by a policy.
+
+    ``static@K`` is one round of K pages; ``static-paged`` and ``neighbours`` read ``k`` pages a round
+    for up to ``rounds`` rounds and stop, like DocMemo, when the reader's status is "answered"
+    (or "unanswerable" once ``min_rounds_before_unanswerable`` rounds have been read).
     """
 
     def __init__(
         self,
         name: str,
-        config: DocMemoConfig,
-        make_engine: EngineFactory,
+        ranking: FirstRoundRanking,
         *,
-        equal_budget: bool = False,
+        pages_per_round: int,
+        rounds: int,
+        follow_neighbours: bool = False,
     ) -> None:
         self.name = name
-        self.config = config
-        self.needs_budget = equal_budget
-        self._make_engine = make_engine
-        self._engines: dict[tuple[int, int], Any] = {}
+        self.ranking = ranking
+        self.pages_per_round = pages_per_round
+        self.rounds = rounds
+        self.follow_neighbours = follow_neighbours
 
-    def _engine(self, reasoner: Reasoner, k: int) -> Any:
-        key = (id(reasoner), k)
-        if key not in self._engines:
-            config = self.config
-            if self.needs_budget:
-                config = config.model_copy(update={"static": True, "pages_per_round": k})
-            self._engines[key] = self._make_engine(config, reasoner)
-        return self._engines[key]
+    def _next(self, item: QAItem, state: _Reading, order: list[PageRef]) -> list[PageRef]:
+        k = self.pages_per_round
+        if not self.follow_neighbours:
+            return next_in_ranking(order, state.read, k)
+        n_pages = {item.doc: self.ranking.n_pages(item.doc)}
+        return next_neighbours(order, state.useful, state.read, k, n_pages)
 
-    def run(self, item: QAItem, reasoner: Reasoner, budget: int | None = None) -> EngineOutput:
-        if self.needs_budget:
-            if budget is None:
-                raise ValueError(f"engine {self.name!r} needs DocMemo's pages read as its budget")
-            if budget == 0:
-                return EngineOutput(
-                    QuestionRun(self.name, item.qid, reads=[[]], status="no_budget")
-                )
-        k = budget if self.needs_budget and budget is not None else self.config.pages_per_round
-        engine = self._engine(reasoner, k)
-        result = engine.run(item.question, page_filter=PageFilter(doc_ids=(item.doc,)))
-        trace: QueryTrace = result.trace
-        return EngineOutput(_run_from_trace(self.name, item, trace, result.answer), trace)
+    def _fetch(self, item: QAItem, state: _Reading, refs: list[PageRef]) -> list[PageRecord]:
+        missing = [ref for ref in refs if ref not in state.records]
+        if missing:
+            for record in self.ranking.store.get_pages(missing, PageFilter(doc_ids=(item.doc,))):
+                state.records[record.ref] = record
+        return [state.records[ref] for ref in refs if ref in state.records]
 
-
-class LlamaIndexTopKEngine(EvalEngine):
-    """Stock LlamaIndex: ``RetrieverQueryEngine`` over ``BM25Retriever`` on the document's stored pages.
-
-    The retriever's top ``budget`` pages are what it "read"; the reasoner reads them once (final round)
-    to produce the answer and its LLM calls.
-    """
-
-    name = "llamaindex-topk"
-    needs_budget = True
-
-    def __init__(self, store: PageStore) -> None:
-        self._store = store
-        self._nodes: dict[str, list[Any]] = {}
-        self._retrievers: dict[str, Any] = {}
-
-    def _doc_nodes(self, doc_id: str) -> list[Any]:
-        if doc_id not in self._nodes:
-            schema = self._store.get_schema(doc_id)
-            if schema is None:
-                raise StoreError(f"document {doc_id!r} is not in the store ({self._store!r})")
-            refs = [PageRef(doc_id, p) for p in range(1, schema.n_pages + 1)]
-            records = self._store.get_pages(refs, PageFilter(doc_ids=(doc_id,)))
-            self._nodes[doc_id] = [page_node(r) for r in records]
-        return self._nodes[doc_id]
-
-    def _query_engine(self, doc_id: str, k: int) -> Any:
-        from llama_index.core.llms import MockLLM
-        from llama_index.core.query_engine import RetrieverQueryEngine
-        from llama_index.core.response_synthesizers.no_text import NoText
-
-        from llama_index_docmemo._extras import require
-
-        if doc_id not in self._retrievers:
-            bm25 = require(
-                "llama_index.retrievers.bm25", extra="eval", feature="the llamaindex-topk engine"
-            )
-            self._retrievers[doc_id] = bm25.BM25Retriever.from_defaults(
-                nodes=self._doc_nodes(doc_id)
-            )
-        retriever = self._retrievers[doc_id]
-        retriever.similarity_top_k = min(k, len(self._doc_nodes(doc_id)))
-        # Retrieval only (no LLM behind the synthesizer): the evaluation's reasoner reads the pages.
-        return RetrieverQueryEngine(retriever=retriever, response_synthesizer=NoText(llm=MockLLM()))
-
-    def run(self, item: QAItem, reasoner: Reasoner, budget: int | None = None) -> EngineOutput:
-        if budget is None:
-            raise ValueError(f"engine {self.name!r} needs DocMemo's pages read as its budget")
-        if budget == 0 or not self._doc_nodes(item.doc):
-            return EngineOutput(QuestionRun(self.name, item.qid, reads=[[]], status="no_budget"))
+    def run(self, item: QAItem, reasoner: Reasoner) -> EngineOutput:
         start = time.perf_counter()
-        response = self._query_engine(item.doc, budget).query(item.question)
-        nodes = [sn.node for sn in response.source_nodes][:budget]
-        refs = [PageRef(n.metadata["doc_id"], int(n.metadata["page"])) for n in nodes]
-        feedback = reasoner.reason(
-            ReasoningInput(
-                question=item.question,
-                query=item.question,
-                pages=[
-                    PageView(ref=ref, text=n.get_content(), section=n.metadata.get("section", ""))
-                    for ref, n in zip(refs, nodes, strict=True)
-                ],
-                round=1,
-                final_round=True,
-                pages_in_scope=len(self._doc_nodes(item.doc)),
+        depth = self.pages_per_round * self.rounds
+        ranked = self.ranking.records(item, depth)
+        order = [record.ref for record in ranked]
+        state = _Reading(records={record.ref: record for record in ranked})
+        n_pages = self.ranking.n_pages(item.doc)
+        min_unanswerable = self.ranking.config.min_rounds_before_unanswerable
+        for round_ in range(1, self.rounds + 1):
+            records = self._fetch(item, state, self._next(item, state, order))
+            if not records:
+                state.stop_reason = "no_candidates"
+                break
+            final = round_ == self.rounds
+            feedback = reasoner.reason(
+                ReasoningInput(
+                    question=item.question,
+                    query=item.question,
+                    pages=[PageView(ref=r.ref, text=r.text, section=r.section) for r in records],
+                    round=round_,
+                    final_round=final,
+                    pages_read_total=len(state.read),
+                    pages_in_scope=n_pages,
+                )
             )
+            shown = [r.ref for r in records]
+            state.reads.append(shown)
+            state.llm_calls += feedback.llm_calls
+            state.useful += [
+                ref for ref in feedback.useful_pages if ref in shown and ref not in state.useful
+            ]
+            state.answer, state.status = feedback.answer, feedback.status
+            if final:
+                state.stop_reason = "static" if self.rounds == 1 else "max_rounds"
+            elif feedback.status == "answered":
+                state.stop_reason = "answered"
+                break
+            elif feedback.status == "unanswerable" and round_ >= min_unanswerable:
+                state.stop_reason = "unanswerable"
+                break
+        run = QuestionRun(
+            engine=self.name,
+            qid=item.qid,
+            reads=state.reads or [[]],
+            useful=state.useful,
+            answer=state.answer,
+            status=state.status,
+            stop_reason=state.stop_reason,
+            llm_calls=state.llm_calls,
+            seconds=time.perf_counter() - start,
         )
-        return EngineOutput(
-            QuestionRun(
-                engine=self.name,
-                qid=item.qid,
-                reads=[refs],
-                answer=feedback.answer,
-                status=feedback.status,
-                stop_reason="static",
-                llm_calls=feedback.llm_calls,
-                seconds=time.perf_counter() - start,
-            )
-        )
+        return EngineOutput(run)
 
 
 def build_engines(
@@ -239,22 +310,40 @@ def build_engines(
     base: DocMemoConfig,
     make_engine: EngineFactory,
     store: PageStore,
+    encoder: PageEncoder,
+    data_root: Any = None,
 ) -> Mapping[str, EvalEngine]:
-    """The requested engines by name, ``docmemo`` first (equal-budget engines need its pages read)."""
-    unknown = [n for n in names if n not in ENGINE_NAMES]
-    if unknown:
-        raise ValueError(
-            f"unknown engine(s) {', '.join(unknown)}; choose from {', '.join(ENGINE_NAMES)}"
-        )
-    ordered = list(
-        dict.fromkeys(["docmemo", *names] if set(names) & set(BUDGET_ENGINES) else names)
-    )
+    """The requested engines by name, in the order asked.
+
+    Args:
+        names: engine names (``static@K`` for any K).
+        base: DocMemo's configuration (k, T, candidates, prefetch, seed) shared by the baselines.
+        make_engine: builds DocMemo engines.
+        store / encoder: the shared page store and encoder (the first-round ranking).
+        data_root: the dataset's ``pdfs/`` folder (the stock LlamaIndex pipelines read the PDFs).
+    """
+    check_engine_names(names)
+    ranking = FirstRoundRanking(store, encoder, base)
+    budget = base.pages_per_round * base.rounds
     engines: dict[str, EvalEngine] = {}
-    for name in ordered:
-        if name == "static":
-            engines[name] = DocMemoEvalEngine(name, base, make_engine, equal_budget=True)
-        elif name == "llamaindex-topk":
-            engines[name] = LlamaIndexTopKEngine(store)
+    for name in dict.fromkeys(names):
+        k = static_k(name)
+        if k is not None:
+            engines[name] = RankingEngine(name, ranking, pages_per_round=k, rounds=1)
+        elif name in RANKING_ENGINES:
+            engines[name] = RankingEngine(
+                name,
+                ranking,
+                pages_per_round=base.pages_per_round,
+                rounds=base.rounds,
+                follow_neighbours=name == "neighbours",
+            )
+        elif name in STOCK_ENGINES:
+            from llama_index_docmemo.evaluation.llamaindex_pipeline import stock_engine
+
+            if data_root is None:
+                raise ValueError(f"engine {name!r} needs the dataset's pdfs/ folder")
+            engines[name] = stock_engine(name, data_root, budget=budget, encoder=encoder)
         else:
             engines[name] = DocMemoEvalEngine(name, config_for(name, base), make_engine)
     return engines

@@ -15,16 +15,19 @@ Other keys are kept in ``QAItem.extra`` and ignored by the harness.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from llama_index_docmemo.errors import DocMemoError
 from llama_index_docmemo.types import PageRef
 
 ANSWER_FORMATS = ("Str", "Int", "Float", "List", "None")
+Split = Literal["tune", "report"]
+SPLITS: tuple[str, ...] = ("tune", "report", "all")
 _REQUIRED = ("qid", "doc", "question", "answer", "evidence_pages")
 
 
@@ -79,6 +82,27 @@ class EvalDataset:
 
     def __len__(self) -> int:
         return len(self.items)
+
+
+def split_of(doc_name: str) -> Split:
+    """The fixed half a document belongs to: "tune" (defaults may be chosen on it) or "report".
+
+    The rule is the team's, fixed for every dataset: a document is in the tuning half when the
+    SHA-256 of its file name (the ``doc`` field, e.g. ``"xyz.pdf"``, UTF-8) is even as an integer.
+    It depends on the name only, so the halves never move when questions are added.
+    """
+    digest = int(hashlib.sha256(doc_name.encode("utf-8")).hexdigest(), 16)
+    return "tune" if digest % 2 == 0 else "report"
+
+
+def select_split(dataset: EvalDataset, split: str) -> EvalDataset:
+    """The questions of ``dataset`` whose document is in ``split`` ("tune", "report" or "all")."""
+    if split not in SPLITS:
+        raise DatasetError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    if split == "all":
+        return dataset
+    items = [item for item in dataset.items if split_of(item.doc) == split]
+    return EvalDataset(name=dataset.name, root=dataset.root, items=items)
 
 
 def parse_item(row: dict[str, Any], where: str) -> QAItem:

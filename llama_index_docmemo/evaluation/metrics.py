@@ -43,6 +43,7 @@ class QuestionRun:
     stop_reason: str = ""
     llm_calls: int = 0
     seconds: float = 0.0
+    useful: list[PageRef] = field(default_factory=list)  # pages the reader labelled useful
 
     @property
     def pages_read(self) -> int:
@@ -52,6 +53,15 @@ class QuestionRun:
     @property
     def rounds(self) -> int:
         return len(self.reads)
+
+    @property
+    def order(self) -> list[PageRef]:
+        """Distinct pages in the order read (round by round, in each round as shown)."""
+        return list(dict.fromkeys(ref for round_ in self.reads for ref in round_))
+
+    def first_pages(self, n: int) -> set[PageRef]:
+        """The first ``n`` distinct pages read (all of them when fewer were read)."""
+        return set(self.order[:n])
 
 
 @dataclass

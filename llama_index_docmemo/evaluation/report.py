@@ -1,4 +1,13 @@
-"""``report.json`` and ``report.md`` from the runs: per round at fixed k, and at equal budget of pages read."""
+"""``report.json`` and ``report.md``: fixed-budget curves with intervals, paired tests against DocMemo.
+
+Shape of ``report.json`` (one entry per engine)::
+
+    {"dataset", "reasoner", "split", "stop": {"mode", "label", ...}, "seeds", "k", "rounds", ...,
+     "engines": {name: {"curve": [{"pages", "all_hit", "all_hit_ci", "recall", "recall_ci", ...}],
+                        "paired_vs_docmemo": {"diff", "ci", "docmemo_only", "baseline_only",
+                                              "per_budget": [...]},   # non-DocMemo engines
+                        "reader_rates": {"fn", "fp", ...}, "pages_read", "llm_calls", ...}}}
+"""
 
 from __future__ import annotations
 
@@ -7,26 +16,32 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from llama_index_docmemo.evaluation.curves import SeedRuns, budgets, curve, paired, reader_rates
 from llama_index_docmemo.evaluation.datasets import QAItem
-from llama_index_docmemo.evaluation.metrics import EngineMetrics, QuestionRun, summarize
+from llama_index_docmemo.evaluation.metrics import summarize
+from llama_index_docmemo.evaluation.stats import LEVEL, N_BOOT
+from llama_index_docmemo.evaluation.stopping import stop_label
 
 SIMULATED = "simulated"
+REFERENCE = "docmemo"
+INTERVAL_NOTE = (
+    f"{int(LEVEL * 100)}% percentile bootstrap over questions ({N_BOOT} resamples); with several "
+    "seeds a question's value is its mean over the seeds before resampling"
+)
+PAIRED_NOTE = (
+    "diff = DocMemo all-hit minus the engine's, on the same questions, with a paired bootstrap "
+    "interval; docmemo_only / baseline_only count (question, seed) pairs where only that engine "
+    "read every gold page"
+)
 
 
-def engine_entry(metrics: EngineMetrics) -> dict[str, Any]:
-    """One engine's entry of ``report.json``."""
+def _rates_entry(runs: Sequence[Any], by_qid: Mapping[str, QAItem]) -> dict[str, Any]:
+    rates = reader_rates(runs, by_qid)
     return {
-        "evidence_recall": metrics.evidence_recall,
-        "all_hit": metrics.all_hit,
-        "pages_read": metrics.pages_read,
-        "rounds": metrics.rounds,
-        "llm_calls": metrics.llm_calls,
-        "seconds_per_question": metrics.seconds_per_question,
-        "accuracy": metrics.accuracy,
-        "per_round": [
-            {"round": r.round, "evidence_recall": r.evidence_recall, "all_hit": r.all_hit}
-            for r in metrics.per_round
-        ],
+        "fn": rates.fn,
+        "fp": rates.fp,
+        "gold_pages_read": rates.gold_read,
+        "other_pages_read": rates.other_read,
     }
 
 
@@ -35,94 +50,175 @@ def build_report(
     dataset: str,
     reasoner: str,
     items: Sequence[QAItem],
-    runs: Mapping[str, Sequence[QuestionRun]],
-    n_rounds: int,
+    runs: SeedRuns,
+    settings: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """The report in the shape of issue 5: dataset, reasoner, n_questions, engines{name: metrics}.
+    """The report of runs over one or more seeds (``runs[seed][engine]``).
 
     Accuracy is null for the simulated reasoner (its answers are not real).
     """
     by_qid = {item.qid: item for item in items}
-    engines = {
-        name: summarize(engine_runs, by_qid, n_rounds=n_rounds, score_answers=reasoner != SIMULATED)
-        for name, engine_runs in runs.items()
-    }
-    return {
+    k, rounds = int(settings["k"]), int(settings["rounds"])
+    points = budgets(k, rounds)
+    engines: list[str] = list(dict.fromkeys(name for seed in runs for name in runs[seed]))
+    stop = dict(settings.get("stop") or {"mode": "never"})
+    stop["label"] = stop_label(str(stop["mode"]))
+    report: dict[str, Any] = {
         "dataset": dataset,
         "reasoner": reasoner,
+        "split": settings.get("split", "all"),
+        "stop": stop,
+        "seeds": sorted(runs),
+        "k": k,
+        "rounds": rounds,
+        "fn": settings.get("fn"),
+        "fp": settings.get("fp"),
         "n_questions": len(items),
-        "engines": {name: engine_entry(m) for name, m in engines.items()},
+        "n_page_scored": sum(1 for item in items if item.scored_on_pages),
+        "interval": INTERVAL_NOTE,
+        "engines": {},
     }
+    if reasoner == SIMULATED:
+        report["reader_note"] = "simulated reader: pages labelled from the gold evidence"
+    for name in engines:
+        pooled = [run for seed in sorted(runs) for run in runs[seed].get(name, ())]
+        metrics = summarize(pooled, by_qid, n_rounds=rounds, score_answers=reasoner != SIMULATED)
+        entry: dict[str, Any] = {
+            "curve": curve(runs, name, by_qid, points),
+            "evidence_recall": metrics.evidence_recall,
+            "all_hit": metrics.all_hit,
+            "pages_read": metrics.pages_read,
+            "rounds": metrics.rounds,
+            "llm_calls": metrics.llm_calls,
+            "seconds_per_question": metrics.seconds_per_question,
+            "accuracy": metrics.accuracy,
+            "reader_rates": _rates_entry(pooled, by_qid),
+        }
+        if name != REFERENCE and REFERENCE in engines:
+            per_budget = [paired(runs, name, by_qid, n) for n in points]
+            full = per_budget[-1]
+            if full is not None:
+                entry["paired_vs_docmemo"] = {
+                    **{key: full[key] for key in ("diff", "ci", "docmemo_only", "baseline_only")},
+                    "pages": full["pages"],
+                    "n_questions": full["n_questions"],
+                    "per_seed_diff": full["per_seed_diff"],
+                    "per_budget": [p for p in per_budget if p is not None],
+                }
+        report["engines"][name] = entry
+    if engines:
+        main = REFERENCE if REFERENCE in engines else engines[0]
+        pooled = [run for seed in sorted(runs) for run in runs[seed].get(main, ())]
+        report["reader_rates"] = {"engine": main, **_rates_entry(pooled, by_qid)}
+    report["paired_note"] = PAIRED_NOTE
+    return report
 
 
 def _pct(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.1f}"
 
 
-def render_markdown(
-    report: Mapping[str, Any],
-    *,
-    n_scored: int,
-    n_excluded: int,
-    settings: Mapping[str, Any],
-    judge_accuracy: Mapping[str, float] | None = None,
-) -> str:
-    """Both views as Markdown tables, labelled "simulated" when the simulated reasoner was used."""
+def _ci(interval: Sequence[float] | None) -> str:
+    if not interval:
+        return ""
+    return f" [{100 * interval[0]:.1f}, {100 * interval[1]:.1f}]"
+
+
+def _signed(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:+.1f}"
+
+
+def render_markdown(report: Mapping[str, Any], *, settings: Mapping[str, Any]) -> str:
+    """Curves, paired tests and reader rates as Markdown tables, labelled by reader and stop rule."""
     engines: Mapping[str, Mapping[str, Any]] = report["engines"]
     simulated = report["reasoner"] == SIMULATED
-    label = " (simulated reasoner)" if simulated else ""
+    stop = report["stop"]
+    label = " (simulated reader)" if simulated else ""
+    oracle = stop["mode"] == "oracle"
+    title_stop = f" — {stop['label'].upper()}" if oracle else ""
     lines = [
-        f"# DocMemo evaluation — {report['dataset']}{label}",
+        f"# DocMemo evaluation — {report['dataset']}{label}{title_stop}",
         "",
-        f"Reasoner: **{report['reasoner']}**"
+        f"Split: **{report['split']}** (documents by the fixed SHA-256 rule of "
+        "`evaluation.datasets.split_of`). "
+        f"Reader: **{report['reasoner']}**"
         + (
-            " — pages labelled from the gold evidence with "
-            f"fn={settings.get('fn')}, fp={settings.get('fp')}; no query refinement. "
-            "Numbers isolate the retrieval state; they are not answer quality."
+            f" — pages labelled from the gold evidence with fn={report['fn']}, fp={report['fp']}; "
+            "no query refinement. Numbers measure page finding, not answer quality."
             if simulated
-            else ""
+            else "."
         ),
         "",
-        f"Questions: {report['n_questions']}; page metrics over {n_scored} with valid, non-empty gold "
-        f"evidence ({n_excluded} excluded: unanswerable or evidence_valid=false). "
-        f"k={settings.get('k')} pages a round, T={settings.get('rounds')} rounds, seed={settings.get('seed')}.",
-        "",
-        f"## Equal budget of pages read{label}",
-        "",
-        "`static` and `llamaindex-topk` read, for each question, as many pages as `docmemo` read; "
-        "every Δ is against that `static` run (ablations read about as many pages: see the column).",
-        "",
-        "| engine | evidence recall | all-hit | Δ all-hit vs static | pages read | rounds | LLM calls "
-        "| s/question | accuracy |" + (" judge accuracy |" if judge_accuracy is not None else ""),
-        "|---|---|---|---|---|---|---|---|---|" + ("---|" if judge_accuracy is not None else ""),
-    ]
-    static_hit = engines.get("static", {}).get("all_hit")
-    for name, e in engines.items():
-        delta = "—" if static_hit is None else f"{100 * (e['all_hit'] - static_hit):+.1f}"
-        lines.append(
-            f"| {name} | {_pct(e['evidence_recall'])} | {_pct(e['all_hit'])} | {delta} | "
-            f"{e['pages_read']:.1f} | {e['rounds']:.2f} | {e['llm_calls']:.2f} | "
-            f"{e['seconds_per_question']:.3f} | {_pct(e['accuracy'])} |"
-            + (f" {_pct(judge_accuracy.get(name))} |" if judge_accuracy is not None else "")
+        f"Stop rule: **{stop['label']}**"
+        + (
+            f" (p_early={stop.get('p_early')}, p_miss={stop.get('p_miss')})"
+            if stop["mode"] == "noisy"
+            else ""
         )
-    n_rounds = max((len(e["per_round"]) for e in engines.values()), default=0)
-    header = " | ".join(f"R{r} recall | R{r} all-hit" for r in range(1, n_rounds + 1))
+        + (
+            ". The stop sees the gold labels: these numbers are an upper bound, not a comparison."
+            if oracle
+            else "."
+        ),
+        "",
+        f"Questions: {report['n_questions']}; page metrics over {report['n_page_scored']} with valid, "
+        f"non-empty gold evidence. k={report['k']} pages a round, T={report['rounds']} rounds, "
+        f"seeds {', '.join(map(str, report['seeds']))}. Intervals: {report['interval']}.",
+        "",
+    ]
+    points = [p["pages"] for p in next(iter(engines.values()), {}).get("curve", [])]
+    for key, title in (("all_hit", "All-hit"), ("recall", "Evidence recall")):
+        lines += [
+            f"## {title} after n pages read{label}",
+            "",
+            "| engine | " + " | ".join(f"{n} pages" for n in points) + " | pages read |",
+            "|---|" + "---|" * (len(points) + 1),
+        ]
+        for name, e in engines.items():
+            cells = " | ".join(f"{_pct(c[key])}{_ci(c[f'{key}_ci'])}" for c in e["curve"])
+            lines.append(f"| {name} | {cells} | {e['pages_read']:.1f} |")
+        lines.append("")
+    paired_rows = [
+        (n, e["paired_vs_docmemo"]) for n, e in engines.items() if "paired_vs_docmemo" in e
+    ]
+    if paired_rows:
+        lines += [
+            f"## DocMemo vs each engine, all-hit{label}",
+            "",
+            f"{report.get('paired_note', PAIRED_NOTE)}.",
+            "",
+            "| engine | "
+            + " | ".join(f"diff at {n} [95% CI]" for n in points)
+            + " | docmemo_only | baseline_only |",
+            "|---|" + "---|" * (len(points) + 2),
+        ]
+        for name, p in paired_rows:
+            by_pages = {q["pages"]: q for q in p["per_budget"]}
+            cells = " | ".join(
+                f"{_signed(by_pages[n]['diff'])}{_ci(by_pages[n]['ci'])}" if n in by_pages else "—"
+                for n in points
+            )
+            lines.append(f"| {name} | {cells} | {p['docmemo_only']} | {p['baseline_only']} |")
+        lines.append("")
     lines += [
+        "## Cost and reader labels",
         "",
-        f"## Per round at fixed k{label}",
+        "fn = share of the gold pages read that the reader did not label useful; fp = share of the "
+        "other pages read that it labelled useful (questions with valid labels).",
         "",
-        f"Cumulative evidence recall and all-hit after each round (k={settings.get('k')} pages a round; "
-        "a question that stopped early keeps its last value; one-round engines are flat).",
-        "",
-        f"| engine | {header} |",
-        "|---|" + "---|" * (2 * n_rounds),
+        "| engine | pages read | rounds | LLM calls | s/question | accuracy | measured fn | measured fp |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, e in engines.items():
-        cells = " | ".join(
-            f"{_pct(r['evidence_recall'])} | {_pct(r['all_hit'])}" for r in e["per_round"]
+        rates = e["reader_rates"]
+        lines.append(
+            f"| {name} | {e['pages_read']:.1f} | {e['rounds']:.2f} | {e['llm_calls']:.2f} | "
+            f"{e['seconds_per_question']:.3f} | {_pct(e['accuracy'])} | {_pct(rates['fn'])} | "
+            f"{_pct(rates['fp'])} |"
         )
-        lines.append(f"| {name} | {cells} |")
     lines.append("")
+    if settings.get("config"):
+        lines += [f"DocMemo overrides: `{json.dumps(settings['config'])}`", ""]
     return "\n".join(lines)
 
 
@@ -132,33 +228,26 @@ def write_report(
     dataset: str,
     reasoner: str,
     items: Sequence[QAItem],
-    runs: Mapping[str, Sequence[QuestionRun]],
+    runs: SeedRuns,
     settings: Mapping[str, Any],
     judge_accuracy: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """Write ``report.json`` and ``report.md`` into ``out_dir``; returns the report.
 
-    ``judge_accuracy`` (from an LLM judge) goes to ``judge.json`` and a column of ``report.md``,
-    keeping ``report.json`` in its fixed shape.
+    ``judge_accuracy`` (from an LLM judge) goes to ``judge.json`` and a section of ``report.md``.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    n_rounds = int(settings.get("rounds", 1))
     report = build_report(
-        dataset=dataset, reasoner=reasoner, items=items, runs=runs, n_rounds=n_rounds
+        dataset=dataset, reasoner=reasoner, items=items, runs=runs, settings=settings
     )
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    n_scored = sum(1 for item in items if item.scored_on_pages)
+    markdown = render_markdown(report, settings=settings)
     if judge_accuracy is not None:
         (out / "judge.json").write_text(
             json.dumps(judge_accuracy, indent=2) + "\n", encoding="utf-8"
         )
-    markdown = render_markdown(
-        report,
-        n_scored=n_scored,
-        n_excluded=len(items) - n_scored,
-        settings=settings,
-        judge_accuracy=judge_accuracy,
-    )
+        markdown += "\n## LLM judge accuracy\n\n| engine | judge accuracy |\n|---|---|\n"
+        markdown += "".join(f"| {n} | {_pct(v)} |\n" for n, v in judge_accuracy.items())
     (out / "report.md").write_text(markdown, encoding="utf-8")
     return report

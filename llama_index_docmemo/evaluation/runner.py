@@ -17,6 +17,7 @@ from llama_index_docmemo.evaluation.baselines import EvalEngine
 from llama_index_docmemo.evaluation.datasets import EvalDataset, QAItem
 from llama_index_docmemo.evaluation.metrics import QuestionRun
 from llama_index_docmemo.evaluation.simulated import SimulatedReasoner
+from llama_index_docmemo.evaluation.stopping import StopControl, StopRule
 from llama_index_docmemo.reasoning.base import Reasoner
 from llama_index_docmemo.types import PageRef
 
@@ -30,6 +31,7 @@ def run_to_json(run: QuestionRun) -> dict[str, Any]:
         "engine": run.engine,
         "qid": run.qid,
         "reads": [[[ref.doc_id, ref.page] for ref in round_] for round_ in run.reads],
+        "useful": [[ref.doc_id, ref.page] for ref in run.useful],
         "answer": run.answer,
         "status": run.status,
         "stop_reason": run.stop_reason,
@@ -48,6 +50,7 @@ def run_from_json(row: Mapping[str, Any]) -> QuestionRun:
         stop_reason=row.get("stop_reason", ""),
         llm_calls=int(row.get("llm_calls", 0)),
         seconds=float(row.get("seconds", 0.0)),
+        useful=[PageRef(doc, int(page)) for doc, page in row.get("useful", [])],
     )
 
 
@@ -83,7 +86,11 @@ def check_settings(out_dir: Path, settings: Mapping[str, Any]) -> None:
 
 
 def prepare_reasoner(reasoner: Reasoner, item: QAItem) -> None:
-    """Point a per-question reasoner at the question (the simulated one needs its gold pages)."""
+    """Point a per-question reasoner at the question (the simulated one and the stop rule need
+    its gold pages; no engine sees them)."""
+    if isinstance(reasoner, StopControl):
+        reasoner.set_question(item.gold, key=item.qid)
+        reasoner = reasoner.inner
     if isinstance(reasoner, SimulatedReasoner):
         reasoner.set_question(item.gold, key=item.qid)
 
@@ -94,44 +101,41 @@ def run_evaluation(
     make_reasoner: Callable[[], Reasoner],
     out_dir: str | Path,
     *,
+    stop: StopRule | None = None,
     progress: bool = True,
+    keep_traces: bool = True,
     on_error: Callable[[str, QAItem, Exception], None] | None = None,
 ) -> dict[str, list[QuestionRun]]:
     """Run every engine on every question, appending to ``out_dir/results.jsonl``; returns all runs.
 
-    Engines run in the given order for each question, so equal-budget engines find DocMemo's run.
-    ``on_error`` (if given) is told about a failed (engine, question) and the run goes on; otherwise
-    the error propagates. Finished lines are kept, so an interrupted run resumes where it stopped.
+    Each engine gets its own reader behind one :class:`StopControl` applying ``stop`` (default: the
+    fixed budget, no early stop). ``on_error`` (if given) is told about a failed (engine, question)
+    and the run goes on; otherwise the error propagates. Finished lines are kept, so an interrupted
+    run resumes where it stopped. ``keep_traces=False`` writes no DocMemo traces (reader-map cells).
     """
     from tqdm.auto import tqdm
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    rule = stop or StopRule()
     done: dict[tuple[str, str], QuestionRun] = {
         (run.engine, run.qid): run for run in load_runs(out / RESULTS)
     }
-    reasoners = {name: make_reasoner() for name in engines}
+    reasoners = {name: StopControl(make_reasoner(), rule) for name in engines}
     todo = sum(1 for item in dataset for name in engines if (name, item.qid) not in done)
     with (
         (out / RESULTS).open("a", encoding="utf-8") as results,
         (out / TRACES).open("a", encoding="utf-8") as traces,
-        tqdm(total=todo, disable=not progress, desc="eval", unit="run") as bar,
+        tqdm(total=todo, disable=not progress, desc=out.name, unit="run") as bar,
     ):
         for item in dataset:
             for name, engine in engines.items():
                 if (name, item.qid) in done:
                     continue
-                budget = None
-                if engine.needs_budget:
-                    reference = done.get(("docmemo", item.qid))
-                    if reference is None:
-                        bar.update(1)
-                        continue
-                    budget = reference.pages_read
                 reasoner = reasoners[name]
                 prepare_reasoner(reasoner, item)
                 try:
-                    output = engine.run(item, reasoner, budget)
+                    output = engine.run(item, reasoner)
                 except Exception as exc:
                     if on_error is None:
                         raise
@@ -141,7 +145,7 @@ def run_evaluation(
                 done[(name, item.qid)] = output.run
                 results.write(json.dumps(run_to_json(output.run)) + "\n")
                 results.flush()
-                if output.trace is not None:
+                if keep_traces and output.trace is not None:
                     row = {
                         "engine": name,
                         "qid": item.qid,

@@ -15,7 +15,7 @@ from llama_index_docmemo.reasoning.base import EvidenceNote, Feedback, Reasoner,
 from llama_index_docmemo.types import PageRef
 
 
-def _uniform(*parts: object) -> float:
+def uniform_draw(*parts: object) -> float:
     """A reproducible draw in [0, 1) from its inputs (independent of call order)."""
     digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") / 2**64
@@ -67,7 +67,7 @@ class SimulatedReasoner(Reasoner):
 
     def label(self, ref: PageRef, nth_read: int = 0) -> bool:
         """Whether the page is labelled useful on its ``nth_read``-th read (0 = first)."""
-        draw = _uniform(self.seed, self.key, ref.doc_id, ref.page, nth_read)
+        draw = uniform_draw(self.seed, self.key, ref.doc_id, ref.page, nth_read)
         return draw >= self.fn if ref in self.gold else draw < self.fp
 
     def reason(self, inp: ReasoningInput) -> Feedback:

@@ -18,7 +18,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.store import _layout as L
-from llama_index_docmemo.store._qdrant import QdrantLayoutStore
+from llama_index_docmemo.store._qdrant import _REFILL_ROUNDS, QdrantLayoutStore
 from llama_index_docmemo.types import PageFilter, PageHit, QueryEmbedding
 
 T = TypeVar("T")
@@ -87,55 +87,43 @@ def _index_schema(kind: str, is_tenant: bool) -> Any:
     return models.PayloadSchemaType.KEYWORD
 
 
-def query_request(plan: L.SearchPlan) -> dict[str, Any]:
-    """Keyword arguments of ``query_points`` for a plan: the same for the sync and async client."""
+def branch_requests(plan: L.SearchPlan) -> list[dict[str, Any]]:
+    """``query_points`` keyword arguments of each branch (dense, then lexical if any), the same for
+    the sync and async client; :func:`_layout.fuse_branches` fuses their answers deterministically."""
     where = _filter(plan.where)
     vectors = plan.vectors
     first_stage = models.Prefetch(
         query=vectors.pooled, using=L.POOLED, limit=plan.prefetch, filter=where
     )
-    if vectors.sparse is None:
-        return {
+    requests: list[dict[str, Any]] = [
+        {
             "query": vectors.multi,
             "using": L.MULTI,
             "prefetch": [first_stage],
             "query_filter": where,
-            "limit": plan.limit,
+            "limit": plan.prefetch,
             "with_payload": True,
         }
-    dense = models.Prefetch(
-        query=vectors.multi,
-        using=L.MULTI,
-        prefetch=[first_stage],
-        limit=plan.prefetch,
-        filter=where,
-    )
-    idf = (
-        models.SearchParams(idf=models.IdfCorpusParams(corpus=where))
-        if plan.idf_scope == "filter"
-        else None
-    )
-    lexical = models.Prefetch(
-        query=models.SparseVector(
-            indices=list(vectors.sparse.indices), values=list(vectors.sparse.values)
-        ),
-        using=L.LEXICAL,
-        limit=plan.prefetch,
-        filter=where,
-        params=idf,
-    )
-    fusion: models.RrfQuery | models.FusionQuery = (
-        models.RrfQuery(rrf=models.Rrf(k=L.RRF_K, weights=L.RRF_WEIGHTS))
-        if plan.fusion == "rrf"
-        else models.FusionQuery(fusion=models.Fusion.DBSF)
-    )
-    return {
-        "query": fusion,
-        "prefetch": [dense, lexical],
-        "query_filter": where,
-        "limit": plan.limit,
-        "with_payload": True,
-    }
+    ]
+    if vectors.sparse is not None:
+        idf = (
+            models.SearchParams(idf=models.IdfCorpusParams(corpus=where))
+            if plan.idf_scope == "filter"
+            else None
+        )
+        requests.append(
+            {
+                "query": models.SparseVector(
+                    indices=list(vectors.sparse.indices), values=list(vectors.sparse.values)
+                ),
+                "using": L.LEXICAL,
+                "query_filter": where,
+                "limit": plan.prefetch,
+                "search_params": idf,
+                "with_payload": True,
+            }
+        )
+    return requests
 
 
 class QdrantClientPageStore(QdrantLayoutStore):
@@ -361,14 +349,15 @@ class QdrantClientPageStore(QdrantLayoutStore):
         return (records[0].payload or {}) if records else None
 
     def _query(self, plan: L.SearchPlan) -> list[tuple[dict[str, Any], float]]:
-        response = self._call(
-            "search",
-            self.client.query_points,
-            self.collection,
-            **query_request(plan),
-            timeout=self.timeout,
+        branches = [
+            self._call(
+                "search", self.client.query_points, self.collection, **request, timeout=self.timeout
+            ).points
+            for request in branch_requests(plan)
+        ]
+        return L.fuse_branches(
+            [[(p.payload or {}, p.score) for p in branch] for branch in branches], plan
         )
-        return [(p.payload or {}, p.score) for p in response.points]
 
     async def asearch(
         self,
@@ -390,19 +379,21 @@ class QdrantClientPageStore(QdrantLayoutStore):
             self._aclient = AsyncQdrantClient(
                 url=self._url, api_key=self._api_key, timeout=self.timeout
             )
+        client = self._aclient
         wider: L.SearchPlan | None = plan
         kept: list[tuple[dict[str, Any], float]] = []
-        for _ in range(3):
+        for _ in range(_REFILL_ROUNDS):
             if wider is None:
                 break
-            scored = await self._aquery(self._aclient, wider)
+            branches = [await self._abranch(client, request) for request in branch_requests(wider)]
+            scored = L.fuse_branches(branches, wider)
             kept, wider = await asyncio.to_thread(self._visible_hits, wider, scored)
         return self._hits(kept[:limit])
 
-    async def _aquery(
-        self, client: AsyncQdrantClient, plan: L.SearchPlan
+    async def _abranch(
+        self, client: AsyncQdrantClient, request: dict[str, Any]
     ) -> list[tuple[dict[str, Any], float]]:
-        request = query_request(plan)
+        """One branch on the async client, with the sync path's bounded retries."""
         attempt = 1
         while True:
             try:

@@ -289,6 +289,7 @@ class EdgePageStore(QdrantLayoutStore):
         return (records[0].payload or {}) if records else None
 
     def _query(self, plan: L.SearchPlan) -> list[tuple[dict[str, Any], float]]:
+        """Each branch on its own (one batch), fused here: see :func:`_layout.fuse_branches`."""
         where = _filter(plan.where)
         vectors = plan.vectors
         first_stage = qe.Prefetch(
@@ -296,46 +297,37 @@ class EdgePageStore(QdrantLayoutStore):
             query=qe.Query.Nearest(vectors.pooled, using=L.POOLED),
             filter=where,
         )
-        maxsim = qe.Query.Nearest(vectors.multi, using=L.MULTI)
-        if vectors.sparse is None:
-            request = qe.QueryRequest(
-                limit=plan.limit,
-                query=maxsim,
+        requests = [
+            qe.QueryRequest(
+                limit=plan.prefetch,
+                query=qe.Query.Nearest(vectors.multi, using=L.MULTI),
                 prefetches=[first_stage],
                 filter=where,
                 with_payload=True,
             )
-        else:
-            dense = qe.Prefetch(
-                limit=plan.prefetch, query=maxsim, prefetches=[first_stage], filter=where
-            )
+        ]
+        if vectors.sparse is not None:
             idf = (
                 qe.SearchParams(idf=qe.IdfParams(corpus=where))
                 if plan.idf_scope == "filter"
                 else None
             )
-            lexical = qe.Prefetch(
-                limit=plan.prefetch,
-                query=qe.Query.Nearest(
-                    qe.SparseVector(list(vectors.sparse.indices), list(vectors.sparse.values)),
-                    using=L.LEXICAL,
-                ),
-                filter=where,
-                params=idf,
+            requests.append(
+                qe.QueryRequest(
+                    limit=plan.prefetch,
+                    query=qe.Query.Nearest(
+                        qe.SparseVector(list(vectors.sparse.indices), list(vectors.sparse.values)),
+                        using=L.LEXICAL,
+                    ),
+                    filter=where,
+                    params=idf,
+                    with_payload=True,
+                )
             )
-            fusion = (
-                qe.Fusion.Rrf(k=L.RRF_K, weights=L.RRF_WEIGHTS)
-                if plan.fusion == "rrf"
-                else qe.Fusion.Dbsf()
-            )
-            request = qe.QueryRequest(
-                limit=plan.limit,
-                query=fusion,
-                prefetches=[dense, lexical],
-                filter=where,
-                with_payload=True,
-            )
-        return [(p.payload or {}, p.score) for p in self.shard.query(request)]
+        branches = self.shard.query_batch(qe.QueryBatchRequest(requests))
+        return L.fuse_branches(
+            [[(p.payload or {}, p.score) for p in branch] for branch in branches], plan
+        )
 
     def optimize(self) -> bool:
         """Merge segments and build the pooled vector's HNSW index (never the multivector's)."""

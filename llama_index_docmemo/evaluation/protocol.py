@@ -1,0 +1,209 @@
+"""One evaluation as the CLI runs it: every seed, the report over seeds, and optionally the reader map.
+
+Each seed has its own resumable folder ``OUT/seed-<s>`` (a rerun of the same command continues; a
+rerun with other settings is refused). The store is opened once and read through a memo
+(:mod:`.caching`), since searches are deterministic and every engine, seed and map cell asks the
+same questions.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llama_index_docmemo.config import DocMemoConfig
+from llama_index_docmemo.evaluation.datasets import EvalDataset
+from llama_index_docmemo.evaluation.metrics import QuestionRun
+from llama_index_docmemo.evaluation.stopping import StopRule
+
+
+@dataclass
+class EvalPlan:
+    """Everything one ``docmemo eval`` run needs (see ``docmemo eval --help`` for each field)."""
+
+    dataset: EvalDataset
+    engines: list[str]
+    base: DocMemoConfig
+    seeds: list[int]
+    reasoner: str
+    make_reasoner: Callable[[int], Any]
+    out: Path
+    store_path: Path
+    split: str = "report"
+    stop_mode: str = "never"
+    p_early: float = 0.1
+    p_miss: float = 0.2
+    fn: float = 0.2
+    fp: float = 0.05
+    llm_model: str | None = None
+    overrides: dict[str, Any] = field(default_factory=dict)
+    reader_map: bool = False
+    map_seeds: list[int] = field(default_factory=lambda: [0])
+    progress: bool = True
+    judge_url: str | None = None
+    judge_model: str | None = None
+
+    @property
+    def simulated(self) -> bool:
+        return self.reasoner == "simulated"
+
+    def stop(self, seed: int) -> StopRule:
+        return StopRule(self.stop_mode, self.p_early, self.p_miss, seed)  # type: ignore[arg-type]
+
+    def settings(self, seed: int | None = None) -> dict[str, Any]:
+        """What a result folder was filled under (``run.json``); a resume must match it."""
+        settings: dict[str, Any] = {
+            "dataset": str(self.dataset.root.resolve()),
+            "split": self.split,
+            "reasoner": self.reasoner,
+            "k": self.base.pages_per_round,
+            "rounds": self.base.rounds,
+            "fn": self.fn if self.simulated else None,
+            "fp": self.fp if self.simulated else None,
+            "stop": {"mode": self.stop_mode}
+            | (
+                {"p_early": self.p_early, "p_miss": self.p_miss}
+                if self.stop_mode == "noisy"
+                else {}
+            ),
+            "llm_model": self.llm_model,
+            "config": self.overrides,
+        }
+        if seed is not None:
+            settings["seed"] = seed
+        return settings
+
+
+def run_seeds(
+    plan: EvalPlan,
+    engine_names: list[str],
+    out: Path,
+    make_engines: Callable[[DocMemoConfig], Any],
+    make_reasoner: Callable[[int], Any],
+    settings: Callable[[int], dict[str, Any]],
+    errors: list[str],
+    *,
+    keep_traces: bool = True,
+) -> dict[int, dict[str, list[QuestionRun]]]:
+    """Run ``engine_names`` once per seed into ``out/seed-<s>``; runs[seed][engine]."""
+    from llama_index_docmemo.evaluation.runner import check_settings, run_evaluation
+
+    runs: dict[int, dict[str, list[QuestionRun]]] = {}
+    for seed in plan.seeds:
+        folder = out / f"seed-{seed}"
+        folder.mkdir(parents=True, exist_ok=True)
+        check_settings(folder, settings(seed))
+        engines = make_engines(plan.base.model_copy(update={"seed": seed}))
+        runs[seed] = run_evaluation(
+            plan.dataset,
+            {name: engines[name] for name in engine_names},
+            lambda seed=seed: make_reasoner(seed),
+            folder,
+            stop=plan.stop(seed),
+            progress=plan.progress,
+            keep_traces=keep_traces,
+            on_error=lambda name, item, exc: errors.append(f"{name} {item.qid}: {exc}"),
+        )
+    return runs
+
+
+def run_plan(plan: EvalPlan) -> int:
+    """Index, run every seed, write the report, plots and (asked) the reader map; 1 if a run failed."""
+    from llama_index_docmemo.evaluation.baselines import DocMemoEvalEngine, build_engines
+    from llama_index_docmemo.evaluation.caching import MemoEncoder, MemoStore
+    from llama_index_docmemo.evaluation.report import write_report
+    from llama_index_docmemo.evaluation.runner import check_settings
+    from llama_index_docmemo.evaluation.setup import engine_factory, ensure_indexed, open_eval_store
+
+    out = plan.out
+    out.mkdir(parents=True, exist_ok=True)
+    check_settings(out, plan.settings())
+    store, encoder = open_eval_store(plan.store_path)
+    errors: list[str] = []
+    try:
+        indexed = ensure_indexed(store, encoder, plan.dataset, progress=plan.progress)
+        if indexed.indexed or indexed.failed:
+            print(indexed.summary(), file=sys.stderr)
+        memo_store, memo_encoder = MemoStore(store), MemoEncoder(encoder)
+        make = engine_factory(memo_store, memo_encoder, crops=plan.reasoner == "vlm")
+
+        shared: dict[str, Any] = {}  # engines that do not depend on the seed, built once
+
+        def make_engines(config: DocMemoConfig) -> dict[str, Any]:
+            built = build_engines(
+                [name for name in plan.engines if name not in shared],
+                base=config,
+                make_engine=make,
+                store=memo_store,
+                encoder=memo_encoder,
+                data_root=plan.dataset.pdf_dir,
+            )
+            shared.update((n, e) for n, e in built.items() if not isinstance(e, DocMemoEvalEngine))
+            return {name: shared.get(name) or built[name] for name in plan.engines}
+
+        runs = run_seeds(
+            plan, plan.engines, out, make_engines, plan.make_reasoner, plan.settings, errors
+        )
+        report = write_report(
+            out,
+            dataset=plan.dataset.name,
+            reasoner=plan.reasoner,
+            items=plan.dataset.items,
+            runs=runs,
+            settings=plan.settings(),
+            judge_accuracy=_judge(plan, runs),
+        )
+        _plots(report, out)
+        if plan.reader_map:
+            from llama_index_docmemo.evaluation.reader_map import run_reader_map
+
+            run_reader_map(plan, memo_store, memo_encoder, make, errors)
+    finally:
+        store.close()
+    for line in errors[:20]:
+        print(f"docmemo eval: failed {line}", file=sys.stderr)
+    print((out / "report.md").read_text(encoding="utf-8"))
+    if not plan.simulated:
+        rates = report["reader_rates"]
+        print(
+            f"measured reader rates ({plan.reasoner}, engine {rates['engine']}): "
+            f"fn={_rate(rates['fn'])} over {rates['gold_pages_read']} gold pages read, "
+            f"fp={_rate(rates['fp'])} over {rates['other_pages_read']} other pages read"
+        )
+    return 1 if errors else 0
+
+
+def _rate(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def _plots(report: dict[str, Any], out: Path) -> None:
+    try:
+        from llama_index_docmemo.evaluation.plots import write_plots
+
+        write_plots(report, out)
+    except ImportError as exc:
+        print(f"docmemo eval: plots skipped ({exc})", file=sys.stderr)
+
+
+def _judge(plan: EvalPlan, runs: dict[int, dict[str, list[QuestionRun]]]) -> Any:
+    """LLM-judge accuracy of the first seed's answers (real readers only), or None."""
+    if not plan.judge_url:
+        return None
+    if plan.simulated:
+        print(
+            "docmemo eval: no judge for the simulated reasoner (its answers are not real)",
+            file=sys.stderr,
+        )
+        return None
+    if not plan.judge_model:
+        raise SystemExit("docmemo eval: --judge-url needs --judge-model (or --llm-model)")
+    from llama_index_docmemo.evaluation.judge import LLMJudge, judge_runs
+
+    first = runs[min(runs)]
+    return judge_runs(
+        first, plan.dataset.items, plan.out, LLMJudge(plan.judge_url, plan.judge_model)
+    )

@@ -1,0 +1,91 @@
+"""Bootstrap intervals over questions and the paired comparison of two engines (pure numpy, seeded).
+
+The unit of resampling is the question: every figure of a report is a mean over questions, so its
+uncertainty comes from which questions happened to be asked. With several seeds, a question's value
+is its mean over seeds before resampling (seeds average the label noise; they are not new questions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+N_BOOT = 2000
+LEVEL = 0.95
+BOOT_SEED = 20260
+
+
+def bootstrap_ci(
+    values: Sequence[float], *, n_boot: int = N_BOOT, level: float = LEVEL, seed: int = BOOT_SEED
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of ``values`` (resampled with replacement).
+
+    Returns ``(nan, nan)`` for no values; a constant sample gives a zero-width interval.
+    """
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be positive, got {n_boot}")
+    data = np.asarray(values, dtype=float)
+    if data.size == 0:
+        return (float("nan"), float("nan"))
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, data.size, size=(n_boot, data.size))
+    means = data[idx].mean(axis=1)
+    tail = (1.0 - level) / 2.0
+    lo, hi = np.quantile(means, [tail, 1.0 - tail])
+    return (float(lo), float(hi))
+
+
+@dataclass(frozen=True)
+class PairedResult:
+    """``diff`` = mean(a) - mean(b) over the same questions, its interval, and the discordant pairs.
+
+    ``a_only``: questions (or question x seed pairs) where ``a`` succeeded and ``b`` did not;
+    ``b_only`` the reverse. Only these pairs carry information about which engine is better.
+    """
+
+    diff: float
+    ci: tuple[float, float]
+    a_only: int
+    b_only: int
+    n: int
+
+
+def paired_bootstrap(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    n_boot: int = N_BOOT,
+    level: float = LEVEL,
+    seed: int = BOOT_SEED,
+) -> PairedResult:
+    """Paired bootstrap of mean(a - b): the same resampled questions for both engines.
+
+    ``a`` and ``b`` are per-question values in the same order (0/1 successes, or their means over
+    seeds). Discordant counts compare values per position (a > b, a < b).
+    """
+    left = np.asarray(a, dtype=float)
+    right = np.asarray(b, dtype=float)
+    if left.shape != right.shape:
+        raise ValueError(f"paired samples differ in length: {left.size} vs {right.size}")
+    diffs = left - right
+    lo, hi = bootstrap_ci(diffs, n_boot=n_boot, level=level, seed=seed)
+    return PairedResult(
+        diff=float(diffs.mean()) if diffs.size else float("nan"),
+        ci=(lo, hi),
+        a_only=int((diffs > 0).sum()),
+        b_only=int((diffs < 0).sum()),
+        n=int(diffs.size),
+    )
+
+
+def discordant_counts(a: Sequence[bool], b: Sequence[bool]) -> tuple[int, int]:
+    """(a succeeded and b failed, b succeeded and a failed) over paired binary outcomes."""
+    if len(a) != len(b):
+        raise ValueError(f"paired samples differ in length: {len(a)} vs {len(b)}")
+    a_only = sum(1 for x, y in zip(a, b, strict=True) if x and not y)
+    b_only = sum(1 for x, y in zip(a, b, strict=True) if y and not x)
+    return a_only, b_only
