@@ -450,5 +450,11 @@ def test_same_doc_id_in_two_tenants_is_two_documents(store: PageStore) -> None:
     assert store.document_version("alpha.pdf", tenant="t1") == "a1"
     assert store.document_version("alpha.pdf", tenant="t2") == "z1"
     assert store.count_pages() == 17
+    everything = store.search(make_query(3), limit=50)  # the owner's view: both, never fused
+    assert len(everything) == 17
+    assert sorted(h.record.tenant for h in everything if h.ref == PageRef("alpha.pdf", 1)) == [
+        "t1",
+        "t2",
+    ]
     assert store.delete_document("alpha.pdf", tenant="t2")
     assert store.document_version("alpha.pdf", tenant="t1") == "a1" and store.count_pages() == 15

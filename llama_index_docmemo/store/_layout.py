@@ -435,8 +435,15 @@ def search_plan(
 ScoredPayload = tuple[dict[str, Any], float]
 
 
-def _tie_key(payload: dict[str, Any]) -> tuple[str, int]:
-    return (str(payload.get("doc_id", "")), int(payload.get("page", 0)))
+def _tie_key(payload: dict[str, Any]) -> tuple[str, int, str, str]:
+    """(doc_id, page), then the point's identity: two tenants' ``report.pdf`` p.1, or two
+    revisions of one document during a write, are different points, never fused into one."""
+    return (
+        str(payload.get("doc_id", "")),
+        int(payload.get("page", 0)),
+        str(payload.get(access.DOC_KEY, "")),
+        str(payload.get(REVISION, "")),
+    )
 
 
 def order_branch(scored: Sequence[ScoredPayload]) -> list[ScoredPayload]:
@@ -484,8 +491,8 @@ def fuse_branches(
     ordered = [order_branch(branch) for branch in branches]
     if len(ordered) == 1:
         return ordered[0][: plan.limit]
-    fused: dict[tuple[str, int], float] = {}
-    payloads: dict[tuple[str, int], dict[str, Any]] = {}
+    fused: dict[tuple[str, int, str, str], float] = {}
+    payloads: dict[tuple[str, int, str, str], dict[str, Any]] = {}
     for index, branch in enumerate(ordered):
         if plan.fusion == "rrf":
             terms = [rrf_score(rank, RRF_WEIGHTS[index]) for rank in range(1, len(branch) + 1)]
