@@ -20,8 +20,8 @@ from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.encoders import default_encoder
 from llama_index_docmemo.indexing import DocumentIndexer
 from llama_index_docmemo.llms import QwenVL
+from llama_index_docmemo.postprocessors.rerank import LLMReranker
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
-from llama_index_docmemo.reasoning.reranker import LLMReranker
 from llama_index_docmemo.store import open_store
 
 MODEL = "qwen-vl-test"
@@ -128,10 +128,12 @@ def test_three_rounds_with_feedback_moving_the_beliefs(indexed) -> None:
 async def test_async_query_and_llm_reranker(indexed) -> None:
     store, encoder = indexed
     with FakeVLLM([], default=scripted_vlm, model=MODEL) as server:
-        reranker = LLMReranker(QwenVL(model=MODEL, api_base=server.url, timeout=10))
+        reranker = LLMReranker(llm=QwenVL(model=MODEL, api_base=server.url, timeout=10))
         result = await engine(store, encoder, server, reranker=reranker).arun(QUESTION)
     assert server.problems == []
     assert len(result.trace.rounds) == 3 and result.status == "answered"
-    assert reranker.llm_calls == 3 and len(reading_requests(server)) == 3
+    rerank_requests = len(server.requests) - len(reading_requests(server))
+    assert rerank_requests == 3 and len(reading_requests(server)) == 3
+    assert result.trace.llm_calls == 3 + 3  # the reranker's calls count in the query's budget
     read = {p.page for p in result.trace.pages_read}
     assert GOLD <= read

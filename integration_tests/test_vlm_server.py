@@ -14,16 +14,18 @@ import time
 
 import pytest
 from fake_vllm_server import FakeVLLM, Reply, Request
+from llama_index.core.schema import NodeWithScore
 from PIL import Image
 
 from llama_index_docmemo.errors import LLMError
 from llama_index_docmemo.ingest.summaries import VLMPageSummarizer
 from llama_index_docmemo.llms import QwenVL
 from llama_index_docmemo.memory.schema import DocumentSchema
+from llama_index_docmemo.nodes import node_ref, page_node
+from llama_index_docmemo.postprocessors.rerank import LLMReranker, RoundQueryBundle
 from llama_index_docmemo.reasoning.base import CropView, PageView, ReasoningInput
-from llama_index_docmemo.reasoning.reranker import LLMReranker
 from llama_index_docmemo.reasoning.vlm import VLMReasoner
-from llama_index_docmemo.types import PageInput, PageRef
+from llama_index_docmemo.types import PageInput, PageRecord, PageRef
 
 MODEL = "qwen-vl-test"
 
@@ -248,11 +250,19 @@ async def test_concurrent_async_rounds_stay_separate() -> None:
 
 def test_reranker_over_http() -> None:
     cands = [
-        PageView(ref=PageRef("report.pdf", n), text="", summary=f"summary {n}", section="Item 7")
+        NodeWithScore(
+            node=page_node(
+                PageRecord("report.pdf", "v1", n, 10, "", "", section="Item 7"),
+                summary=f"summary {n}",
+            ),
+            score=0.5,
+        )
         for n in range(1, 11)
     ]
+    bundle = RoundQueryBundle(query_str="q", question="q", missing=["segment split"])
     with FakeVLLM([Reply('{"pages": [7, 3, 123, 7]}')], model=MODEL) as server:
-        picked = LLMReranker(qwen(server)).rerank("q", "q", cands, 3, [], ["segment split"])
+        out = LLMReranker(llm=qwen(server), top_n=3).postprocess_nodes(cands, bundle)
+    picked = [node_ref(n) for n in out]
     assert picked == [PageRef("report.pdf", 7), PageRef("report.pdf", 3), PageRef("report.pdf", 1)]
     request = server.requests[0]
     assert server.problems == [] and request.image_sizes == []

@@ -32,6 +32,39 @@ class DocMemoConfig(BaseModel):
         static: one round of plain top-k (the baseline).
         llm_rerank: with an LLM, let it reorder the top candidates by their schema summaries.
         max_llm_calls / max_pages: per-query cost budget.
+
+    Levers of issue 14 (README, "Levers"; on by default: the combination that won on the tuning
+    half of MMLongBench-Doc, i.e. pages the question names, reference propagation, sub-queries
+    and primary statements; the others stay off, they did not win):
+        feedback_search: in rounds >= 2, search the store with the pages judged useful as
+            examples ("recommend": Qdrant recommend, irrelevant pages as negatives; "discover":
+            Qdrant discovery with the round's query as target) and fuse that ranking with the
+            question's ("off": no such search).
+        feedback_vector / feedback_strategy / feedback_weight / feedback_negatives: the stored
+            vector compared ("pooled" or "multi"), Qdrant's recommend strategy, the weight of
+            the feedback ranking in the fusion, whether irrelevant pages are negatives.
+        reference_weight / continuation_weight: alpha added to pages a useful page references
+            ("see Table 3", "Note 12") / continues on (0: off; None: same as reference_weight).
+        question_reference_weight: alpha given before round 1 to the pages the question names
+            ("page 25", "the cover", "slide 3", "Figure 9" via the reference graph); round 1
+            still reads the plain ranking (lambda = 0). 0: off.
+        later_candidates: candidates fetched per round from round 2 on (None: ``candidates``).
+        subqueries / subquery_weight: in rounds >= 2, also search each part of a multi-part
+            question and fuse those rankings with this weight.
+        statement_weight: in rounds >= 2, for a question naming a financial metric (ROE, DPO,
+            margin, cash flow...), also search the standard headings of the primary statements
+            its inputs come from and fuse with this weight (0: off).
+        schema_field_weight: in rounds >= 2, also rank pages by BM25 of the question on their
+            section titles and summaries (schema memory) and fuse with this weight (0: off).
+        fusion_rule: "max" or "sum" of the weighted unit-scaled rankings.
+        pages_schedule: pages read in each round (last value repeats), replacing
+            ``pages_per_round`` (e.g. [3, 6, 6]: same 15 pages, fewer before any feedback).
+        prior_calibration: (b0, b1, b2) of p = sigmoid(b0 + b1 c + b2 log(1 + rank)), fitted on
+            the tuning half; with ``prior_strength`` > 0 unseen candidates get
+            Beta(1 + s p, 1 + s (1 - p)) instead of the raw score c.
+        max_seconds: per-query wall-clock budget, checked between steps (stop reason "deadline").
+        max_question_chars / question_overflow: questions longer than this are refused
+            ("error") or cut ("truncate"); an empty question is always refused.
     """
 
     rounds: int = Field(3, ge=1, le=10)
@@ -58,14 +91,39 @@ class DocMemoConfig(BaseModel):
     reread_useful: bool = False
     max_llm_calls: int | None = Field(None, ge=1)
     max_pages: int | None = Field(None, ge=1)
+    max_seconds: float | None = Field(None, gt=0)
+    max_question_chars: int = Field(4000, ge=1)
+    question_overflow: Literal["error", "truncate"] = "error"
     min_rounds_before_unanswerable: int = Field(2, ge=1)
     max_label_changes_per_round: int = Field(20, ge=1)
     seed: int | None = 0
+    feedback_search: Literal["off", "recommend", "discover"] = "off"
+    feedback_vector: Literal["pooled", "multi"] = "pooled"
+    feedback_strategy: Literal["best_score", "sum_scores"] = "best_score"
+    feedback_weight: float = Field(0.5, ge=0.0)
+    feedback_negatives: bool = True
+    reference_weight: float = Field(2.0, ge=0.0)
+    continuation_weight: float | None = Field(None, ge=0.0)
+    question_reference_weight: float = Field(3.0, ge=0.0)
+    later_candidates: int | None = Field(None, ge=1, le=1000)
+    subqueries: bool = True
+    subquery_weight: float = Field(0.7, ge=0.0)
+    schema_field_weight: float = Field(0.0, ge=0.0)
+    statement_weight: float = Field(0.7, ge=0.0)
+    fusion_rule: Literal["max", "sum"] = "max"
+    pages_schedule: list[int] | None = None
+    prior_calibration: list[float] | None = None
 
     @model_validator(mode="after")
     def _check_schedule(self) -> DocMemoConfig:
         if not self.lambda_schedule or any(not 0.0 <= v <= 1.0 for v in self.lambda_schedule):
             raise ValueError("lambda_schedule must be a non-empty list of values in [0, 1]")
+        if self.pages_schedule is not None and (
+            not self.pages_schedule or any(not 1 <= v <= 50 for v in self.pages_schedule)
+        ):
+            raise ValueError("pages_schedule must be a non-empty list of page counts in [1, 50]")
+        if self.prior_calibration is not None and len(self.prior_calibration) != 3:
+            raise ValueError("prior_calibration must be three coefficients (b0, b1, b2)")
         return self
 
     @classmethod
@@ -77,6 +135,10 @@ class DocMemoConfig(BaseModel):
             "propagation_weight": 1.0,
             "cross_section_weight": 1.0,
             "relevance_feedback": 0,
+            "question_reference_weight": 0.0,
+            "reference_weight": 0.0,
+            "subqueries": False,
+            "statement_weight": 0.0,
         }
         return cls(**{**settings, **overrides})
 

@@ -35,3 +35,7 @@ class StoreError(DocMemoError):
 
 class LLMError(DocMemoError):
     """The LLM endpoint did not answer usefully (down, timed out, or kept failing)."""
+
+
+class QuestionError(DocMemoError, ValueError):
+    """A question the loop refuses: empty, or longer than ``max_question_chars``."""

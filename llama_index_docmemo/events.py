@@ -1,8 +1,31 @@
-"""LlamaIndex instrumentation events fired by the DocMemo loop, one pair per round."""
+"""LlamaIndex instrumentation events fired by the DocMemo loop, and a per-query LLM call counter.
+
+Besides LlamaIndex's own retrieval and rerank events, each round fires a DocMemo start/end pair.
+:func:`counting_llm_calls` counts the chat/completion requests any LlamaIndex LLM makes inside a
+block (a reranker of any kind, the final answer): the count lives in a context variable, so
+concurrent queries (threads or asyncio tasks) never see each other's calls.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events.base import BaseEvent
+from llama_index.core.instrumentation.events.exception import ExceptionEvent
+from llama_index.core.instrumentation.events.llm import (
+    LLMChatEndEvent,
+    LLMChatStartEvent,
+    LLMCompletionEndEvent,
+    LLMCompletionStartEvent,
+)
+
+_STARTS = (LLMChatStartEvent, LLMCompletionStartEvent)
+_ENDS = (LLMChatEndEvent, LLMCompletionEndEvent, ExceptionEvent)
 
 
 class DocMemoRoundStartEvent(BaseEvent):
@@ -17,7 +40,7 @@ class DocMemoRoundStartEvent(BaseEvent):
 
 
 class DocMemoRoundEndEvent(BaseEvent):
-    """A round ends: the pages it read and the reasoner's verdict."""
+    """A round ends: the pages it read and the reader's verdict."""
 
     round: int
     pages: list[str]
@@ -27,3 +50,66 @@ class DocMemoRoundEndEvent(BaseEvent):
     @classmethod
     def class_name(cls) -> str:
         return "DocMemoRoundEndEvent"
+
+
+class LLMCallTally:
+    """Requests counted inside one :func:`counting_llm_calls` block.
+
+    A request made inside another (``CustomLLM.chat`` calls ``complete``) is one request:
+    only starts with no request open count.
+    """
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self._open: list[str | None] = []
+
+    def started(self, span_id: str | None) -> None:
+        if not self._open:
+            self.calls += 1
+        self._open.append(span_id)
+
+    def ended(self, span_id: str | None) -> None:
+        if span_id in self._open:
+            self._open.remove(span_id)
+
+
+_TALLY: ContextVar[LLMCallTally | None] = ContextVar("docmemo_llm_call_tally", default=None)
+
+
+class _LLMCallCounter(BaseEventHandler):
+    """Feeds LLM request starts and ends to the current block's tally."""
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "DocMemoLLMCallCounter"
+
+    def handle(self, event: BaseEvent, **kwargs: Any) -> None:
+        tally = _TALLY.get()
+        if tally is None:
+            return
+        if isinstance(event, _STARTS):
+            tally.started(event.span_id)
+        elif isinstance(event, _ENDS):
+            tally.ended(event.span_id)
+
+
+_installed: list[_LLMCallCounter] = []
+
+
+def _install() -> None:
+    if not _installed:
+        handler = _LLMCallCounter()
+        get_dispatcher().add_event_handler(handler)
+        _installed.append(handler)
+
+
+@contextmanager
+def counting_llm_calls() -> Iterator[LLMCallTally]:
+    """Count the LLM requests made in this block (this thread / task only)."""
+    _install()
+    tally = LLMCallTally()
+    token = _TALLY.set(tally)
+    try:
+        yield tally
+    finally:
+        _TALLY.reset(token)

@@ -10,13 +10,21 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-StopReason = Literal["answered", "unanswerable", "max_rounds", "budget", "no_candidates", "static"]
+from llama_index_docmemo.types import Feedback, PageRef
+
+StopReason = Literal[
+    "answered", "unanswerable", "max_rounds", "budget", "deadline", "no_candidates", "static"
+]
 
 
 class PageScore(BaseModel):
     doc: str
     page: int
     score: float
+
+    @classmethod
+    def of(cls, ref: PageRef, score: float = 1.0) -> PageScore:
+        return cls(doc=ref.doc_id, page=ref.page, score=score)
 
 
 class PageRead(BaseModel):
@@ -47,6 +55,20 @@ class FeedbackRecord(BaseModel):
     missing: list[str] = Field(default_factory=list)
     refined_query: str | None = None
     dropped_labels: int = 0  # labels naming pages that were not shown (ignored)
+
+    @classmethod
+    def of(cls, feedback: Feedback, dropped: int) -> FeedbackRecord:
+        """The record of a (sanitised) feedback and of how many labels it lost."""
+        return cls(
+            status=feedback.status,
+            answer=feedback.answer,
+            useful=[PageScore.of(r) for r in feedback.useful_pages],
+            irrelevant=[PageScore.of(r) for r in feedback.irrelevant_pages],
+            notes=[f"p{n.page.page}: {n.fact}" for n in feedback.notes],
+            missing=feedback.missing,
+            refined_query=feedback.refined_query,
+            dropped_labels=dropped,
+        )
 
 
 class RoundTrace(BaseModel):

@@ -1,4 +1,5 @@
-"""Plain data shared by every layer: page references, page records, embeddings and search hits.
+"""Plain data shared by every layer: page references, page records, embeddings, search hits,
+scope filters and the reader's feedback.
 
 Kept free of I/O and model code so memories, stores, encoders and reasoners can all depend on it.
 """
@@ -7,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from pydantic import BaseModel, Field
 
 
 @dataclass(frozen=True, order=True)
@@ -105,8 +107,62 @@ class PageFilter:
         tenant: the caller's tenant (None: only documents indexed without a tenant).
         acl_groups: the caller's groups: documents without an ACL, and those whose ACL shares a
             group with these (None or empty: documents without an ACL only).
+        where: further conditions on any stored payload key (from ``MetadataFilters``).
     """
 
     doc_ids: tuple[str, ...] | None = None
     tenant: str | None = None
     acl_groups: tuple[str, ...] | None = None
+    where: FieldGroup | None = None
+
+
+FieldOp = Literal["eq", "ne", "in", "nin", "gt", "gte", "lt", "lte", "is_empty"]
+
+
+@dataclass(frozen=True)
+class FieldMatch:
+    """One condition on a stored payload key (``value`` is a tuple for ``in``/``nin``)."""
+
+    key: str
+    op: FieldOp
+    value: Any = None
+
+
+@dataclass(frozen=True)
+class FieldGroup:
+    """Conditions combined by ``and`` / ``or`` / ``not`` (none of them), nestable.
+
+    The backend-neutral form of LlamaIndex ``MetadataFilters`` (see ``store/filters.py``).
+    """
+
+    condition: Literal["and", "or", "not"]
+    clauses: tuple[FieldMatch | FieldGroup, ...]
+
+
+Status = Literal["answered", "need_more", "unanswerable"]
+
+
+class EvidenceNote(BaseModel):
+    """A fact the reader found, with the page it stands on."""
+
+    page: PageRef
+    fact: str
+
+
+class Feedback(BaseModel):
+    """What one reading round produced; drives the belief update and the episodic memory.
+
+    ``useful_pages``/``irrelevant_pages`` only ever name pages that were shown: the loop
+    drops anything else (a reader's output is untrusted, like the documents it read).
+    """
+
+    model_config = {"arbitrary_types_allowed": True}
+
+    answer: str | None = None
+    useful_pages: list[PageRef] = Field(default_factory=list)
+    irrelevant_pages: list[PageRef] = Field(default_factory=list)
+    notes: list[EvidenceNote] = Field(default_factory=list)
+    missing: list[str] = Field(default_factory=list)
+    refined_query: str | None = None
+    status: Status = "need_more"
+    llm_calls: int = 0

@@ -6,6 +6,14 @@ import re
 from collections.abc import Sequence
 
 import numpy as np
+from llama_index.core.base.llms.types import (
+    CompletionResponse,
+    CompletionResponseGen,
+    LLMMetadata,
+)
+from llama_index.core.bridge.pydantic import Field
+from llama_index.core.llms import CustomLLM
+from llama_index.core.llms.callbacks import llm_completion_callback
 
 from llama_index_docmemo.encoders.base import PageEncoder
 from llama_index_docmemo.memory.schema import DocumentSchema
@@ -152,3 +160,40 @@ class GoldReasoner(Reasoner):
             status="answered" if done else "need_more",
             llm_calls=1,
         )
+
+
+class ScriptedLLM(CustomLLM):
+    """A real LlamaIndex LLM (so it fires LLM events) answering from a list of replies.
+
+    ``prompts`` records each request's text; once the replies run out, ``default`` answers.
+    """
+
+    replies: list[str] = Field(default_factory=list)
+    default: str = "{}"
+    prompts: list[str] = Field(default_factory=list)
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(model_name="scripted", is_chat_model=False)
+
+    def _next(self, prompt: str) -> str:
+        self.prompts.append(prompt)
+        return self.replies.pop(0) if self.replies else self.default
+
+    @llm_completion_callback()
+    def complete(
+        self, prompt: str, formatted: bool = False, **kwargs: object
+    ) -> CompletionResponse:
+        return CompletionResponse(text=self._next(prompt))
+
+    @llm_completion_callback()
+    def stream_complete(
+        self, prompt: str, formatted: bool = False, **kwargs: object
+    ) -> CompletionResponseGen:
+        text = self._next(prompt)
+
+        def gen() -> CompletionResponseGen:
+            for word in text.split(" "):
+                yield CompletionResponse(text=word, delta=word + " ")
+
+        return gen()

@@ -135,6 +135,77 @@ def test_unanswerable_is_not_accepted_after_one_round(store) -> None:
     assert result.source_nodes == [] and result.trace.evidence == []  # read is not evidence
 
 
+def test_deadline_stops_between_steps(store, monkeypatch) -> None:
+    import llama_index_docmemo.loop as loop_module
+
+    now = [0.0]
+    monkeypatch.setattr(loop_module, "_clock", lambda: now[0])
+
+    class Slow(Unsure):
+        def reason(self, inp: ReasoningInput) -> Feedback:
+            now[0] += 6.0  # each reading takes 6 s on the fake clock
+            return super().reason(inp)
+
+    result = engine_for(store, Slow("need_more"), max_seconds=10, rounds=5).run(QUESTION)
+    assert result.trace.stop_reason == "deadline"
+    assert len(result.trace.rounds) == 2 and result.trace.llm_calls == 2
+    unbounded = engine_for(store, Slow("need_more"), rounds=5).run(QUESTION)
+    assert unbounded.trace.stop_reason != "deadline" and len(unbounded.trace.rounds) > 2
+
+
+def test_question_bounds(store) -> None:
+    from llama_index_docmemo.errors import QuestionError
+
+    engine = engine_for(store, Unsure("need_more"), max_question_chars=50)
+    for empty in ("", "   \n\t"):
+        with pytest.raises(QuestionError, match="empty"):
+            engine.run(empty)
+    with pytest.raises(QuestionError, match="max_question_chars=50"):
+        engine.run("revenue " * 20)
+    with pytest.raises(QuestionError):
+        engine.query("  ")
+    cut = engine_for(
+        store, Unsure("need_more"), max_question_chars=50, question_overflow="truncate"
+    ).run("revenue 2023 growth " * 20)
+    assert len(cut.trace.question) <= 50 and cut.trace.question.startswith("revenue 2023")
+    assert all(len(r.query) <= 50 for r in cut.trace.rounds)
+
+
+def test_per_query_state_holds_only_what_the_query_touched(store) -> None:
+    for i in range(30):
+        store.add(f"noise{i}.pdf", [f"unrelated page {p} about gardening" for p in range(40)])
+    engine = engine_for(store, GoldReasoner(GOLD, refine="segment margin"))
+    engine.retriever.page_filter = PageFilter()
+    asked: list[PageFilter | None] = []
+    list_documents = store.list_documents
+    store.list_documents = lambda scope=None: asked.append(scope) or list_documents(scope)
+    loop = engine.loop(QUESTION)
+    result = loop.run()
+    # schemas only of documents among the candidates, each fetched once
+    candidate_docs = {c.doc for r in result.trace.rounds for c in r.candidates}
+    assert set(loop.schema.schemas) == candidate_docs and len(candidate_docs) < 32
+    requested = [d for scope in asked for d in scope.doc_ids]  # never the whole scope
+    assert sorted(requested) == sorted(candidate_docs)
+    touched = set(loop.retrieval) | loop.read
+    assert len(loop.beliefs) <= len(touched) + 4 * len(loop.episodic.useful_pages)
+    assert loop.pages_known == sum(store.schemas[d].n_pages for d in loop.schema.schemas)
+    assert loop.pages_in_scope() == store.count_pages()
+
+
+def test_unanswerable_is_accepted_once_the_whole_scope_was_read(store) -> None:
+    small = DocMemoQueryEngine.from_defaults(
+        store=store,
+        encoder=BagOfWordsEncoder(),
+        reasoner=Unsure("unanswerable"),
+        config=DocMemoConfig(pages_per_round=5),
+        page_filter=PageFilter(doc_ids=("other.pdf",)),
+        evidence_images=False,
+    )
+    for result in (small.run(QUESTION), asyncio.run(small.arun(QUESTION))):
+        assert result.trace.stop_reason == "unanswerable" and len(result.trace.rounds) == 1
+        assert len(result.trace.pages_read) == 3
+
+
 def test_budgets_stop_the_loop(store) -> None:
     by_calls = engine_for(store, Unsure("need_more"), max_llm_calls=1).run(QUESTION)
     assert by_calls.trace.stop_reason == "budget" and by_calls.trace.llm_calls == 1
@@ -205,7 +276,50 @@ def test_streaming_streams_the_final_answer_from_the_llm(store) -> None:
     tokens = list(response.response_gen)
     assert len(tokens) == 8 and all(isinstance(t, str) for t in tokens)
     assert {n.node.metadata["page"] for n in response.source_nodes} == {37, 91}
-    assert response.metadata["docmemo"]["answer"] == "42"
+    # the streamed answer is the trace's answer, and its call is counted
+    assert response.metadata["docmemo"]["answer"] == "".join(tokens) != "42"
+    assert response.metadata["docmemo"]["llm_calls"] == 2 + 1
+
+
+def test_streamed_answer_fits_the_call_budget(store) -> None:
+    from llama_index.core.llms import MockLLM
+
+    engine = DocMemoQueryEngine.from_defaults(
+        store=store,
+        encoder=BagOfWordsEncoder(),
+        llm=MockLLM(max_tokens=4),
+        reasoner=Unsure("need_more"),
+        config=DocMemoConfig(adaptive_granularity=False, max_llm_calls=2),
+        page_filter=PageFilter(doc_ids=("report.pdf",)),
+        streaming=True,
+        evidence_images=False,
+    )
+    response = engine.query(QUESTION)
+    text = "".join(response.response_gen)
+    trace = response.metadata["docmemo"]
+    assert len(trace["rounds"]) == 1  # one call kept for the answer
+    assert trace["llm_calls"] == 2 and trace["answer"] == text
+
+
+async def test_astream_awaits_the_loop_and_streams(store) -> None:
+    from llama_index.core.base.response.schema import AsyncStreamingResponse
+    from llama_index.core.llms import MockLLM
+
+    engine = DocMemoQueryEngine.from_defaults(
+        store=store,
+        encoder=BagOfWordsEncoder(),
+        llm=MockLLM(max_tokens=5),
+        reasoner=GoldReasoner(GOLD, refine="segment margin"),
+        config=DocMemoConfig(adaptive_granularity=False),
+        page_filter=PageFilter(doc_ids=("report.pdf",)),
+        streaming=True,
+        evidence_images=False,
+    )
+    response = await engine.astream(QUESTION)
+    assert isinstance(response, AsyncStreamingResponse)
+    tokens = [t async for t in response.async_response_gen()]
+    assert len(tokens) == 5
+    assert response.metadata["docmemo"]["answer"] == "".join(tokens)
 
 
 def test_streaming_without_an_llm_is_refused(store) -> None:

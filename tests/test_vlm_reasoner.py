@@ -5,15 +5,19 @@ from __future__ import annotations
 import json
 
 import pytest
+from fakes_docmemo import ScriptedLLM as ScriptedCompletionLLM
 from llama_index.core.base.llms.types import ChatMessage, ChatResponse, ImageBlock
+from llama_index.core.schema import NodeWithScore
 from PIL import Image
 
+from llama_index_docmemo.events import counting_llm_calls
 from llama_index_docmemo.ingest.summaries import VLMPageSummarizer
 from llama_index_docmemo.memory.schema import DocumentSchema
+from llama_index_docmemo.nodes import node_ref, page_node
+from llama_index_docmemo.postprocessors.rerank import LLMReranker, RoundQueryBundle
 from llama_index_docmemo.reasoning.base import CropView, PageView, ReasoningInput
-from llama_index_docmemo.reasoning.reranker import LLMReranker
 from llama_index_docmemo.reasoning.vlm import VLMReasoner
-from llama_index_docmemo.types import PageInput, PageRef
+from llama_index_docmemo.types import PageInput, PageRecord, PageRef
 
 
 class ScriptedLLM:
@@ -130,23 +134,48 @@ async def test_areason_uses_achat() -> None:
     assert fb.useful_pages == [PageRef("r.pdf", 11)] and fb.llm_calls == 2
 
 
+def candidates(n: int, summaries: bool = True) -> list[NodeWithScore]:
+    records = [PageRecord("r.pdf", "v1", p, 9, f"text {p}", "") for p in range(1, n + 1)]
+    return [
+        NodeWithScore(node=page_node(r, summary=f"s{r.page}" if summaries else ""), score=0.5)
+        for r in records
+    ]
+
+
 def test_reranker_orders_by_the_llm_then_fills_from_the_callers_order() -> None:
-    cands = [PageView(ref=PageRef("r.pdf", n), text="", summary=f"s{n}") for n in range(1, 8)]
-    llm = ScriptedLLM(['{"pages": [5, 99, 5, 2]}'])
-    rr = LLMReranker(llm)
-    assert rr.rerank("q", "q", cands, 3, [], []) == [
+    llm = ScriptedCompletionLLM(replies=['{"pages": [5, 99, 5, 2]}'])
+    rr = LLMReranker(llm=llm, top_n=3)
+    bundle = RoundQueryBundle(query_str="q", question="the question?", missing=["segment split"])
+    with counting_llm_calls() as tally:
+        out = rr.postprocess_nodes(candidates(7), bundle)
+    assert [node_ref(n) for n in out] == [
         PageRef("r.pdf", 5),
         PageRef("r.pdf", 2),
         PageRef("r.pdf", 1),
     ]
-    assert rr.llm_calls == 1 and llm.images(0) == []
+    assert tally.calls == 1
+    assert "the question?" in llm.prompts[0] and "segment split" in llm.prompts[0]
+    assert "[5] r.pdf, page 5: s5" in llm.prompts[0]
 
 
 def test_reranker_keeps_the_callers_order_when_replies_stay_malformed() -> None:
-    cands = [PageView(ref=PageRef("r.pdf", n), text="t") for n in range(1, 5)]
-    rr = LLMReranker(ScriptedLLM(["x", "y"]))
-    assert rr.rerank("q", "q", cands, 2, [], []) == [PageRef("r.pdf", 1), PageRef("r.pdf", 2)]
-    assert rr.llm_calls == 2
+    rr = LLMReranker(llm=ScriptedCompletionLLM(replies=["x", "y"]), top_n=2)
+    with counting_llm_calls() as tally:
+        out = rr.postprocess_nodes(candidates(4, summaries=False), query_str="q")
+    assert [node_ref(n) for n in out] == [PageRef("r.pdf", 1), PageRef("r.pdf", 2)]
+    assert tally.calls == 2
+
+
+async def test_reranker_async_path_and_prompts() -> None:
+    llm = ScriptedCompletionLLM(replies=['{"pages": [3]}'])
+    rr = LLMReranker(llm=llm, top_n=2)
+    assert set(rr.get_prompts()) == {"system", "reply"}
+    from llama_index.core.prompts import PromptTemplate
+
+    rr.update_prompts({"reply": PromptTemplate('Pick {k} pages as {"pages": [...]} PLEASE')})
+    out = await rr.apostprocess_nodes(candidates(4), query_str="q")
+    assert [node_ref(n).page for n in out] == [3, 1]
+    assert 'Pick 2 pages as {"pages": [...]} PLEASE' in llm.prompts[0]
 
 
 def summary_reply(pages: list[int]) -> str:

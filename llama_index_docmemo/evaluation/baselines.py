@@ -28,6 +28,7 @@ from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.evaluation.datasets import QAItem
 from llama_index_docmemo.evaluation.metrics import QuestionRun
 from llama_index_docmemo.evaluation.orders import next_in_ranking, next_neighbours
+from llama_index_docmemo.levers.variants import LEVER_VARIANTS
 from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
 from llama_index_docmemo.store.base import PageStore
 from llama_index_docmemo.trace import QueryTrace
@@ -48,11 +49,16 @@ ABLATIONS: dict[str, dict[str, Any]] = {
             "propagation_weight",
             "cross_section_weight",
             "relevance_feedback",
+            "question_reference_weight",
+            "reference_weight",
+            "subqueries",
+            "statement_weight",
         }
     ),
     "no_propagation": {"propagation": False},
     "no_crops": {"adaptive_granularity": False},
     "relevance_feedback": {"relevance_feedback": 16},
+    **LEVER_VARIANTS,  # issue 14's levers, one row each (llama_index_docmemo.levers.variants)
 }
 RANKING_ENGINES = ("static-paged", "neighbours")
 STOCK_ENGINES = ("llamaindex-topk", "llamaindex-vector")

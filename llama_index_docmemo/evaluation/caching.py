@@ -69,7 +69,7 @@ class MemoStore(PageStore):
         self.dim = inner.dim
         self._searches: dict[tuple[object, ...], list[PageHit]] = {}
         self._by_identity: dict[tuple[object, ...], tuple[QueryEmbedding, list[PageHit]]] = {}
-        self._schemas: dict[str, DocumentSchema | None] = {}
+        self._schemas: dict[tuple[str | None, str], DocumentSchema | None] = {}
         self._listings: dict[PageFilter | None, list[DocumentSchema]] = {}
 
     def upsert_document(
@@ -80,17 +80,18 @@ class MemoStore(PageStore):
     ) -> None:
         raise StoreError("the evaluation's store view is read-only")
 
-    def delete_document(self, doc_id: str) -> None:
+    def delete_document(self, doc_id: str, *, tenant: str | None = None) -> bool:
         raise StoreError("the evaluation's store view is read-only")
 
-    def document_version(self, doc_id: str) -> str | None:
-        schema = self.get_schema(doc_id)
+    def document_version(self, doc_id: str, *, tenant: str | None = None) -> str | None:
+        schema = self.get_schema(doc_id, tenant=tenant)
         return None if schema is None else schema.doc_version
 
-    def get_schema(self, doc_id: str) -> DocumentSchema | None:
-        if doc_id not in self._schemas:
-            self._schemas[doc_id] = self.inner.get_schema(doc_id)
-        return self._schemas[doc_id]
+    def get_schema(self, doc_id: str, *, tenant: str | None = None) -> DocumentSchema | None:
+        key = (tenant, doc_id)
+        if key not in self._schemas:
+            self._schemas[key] = self.inner.get_schema(doc_id, tenant=tenant)
+        return self._schemas[key]
 
     def list_documents(self, page_filter: PageFilter | None = None) -> list[DocumentSchema]:
         if page_filter not in self._listings:
@@ -121,6 +122,28 @@ class MemoStore(PageStore):
         self, refs: Sequence[PageRef], page_filter: PageFilter | None = None
     ) -> list[PageRecord]:
         return self.inner.get_pages(refs, page_filter)
+
+    def feedback_search(
+        self,
+        positive: Sequence[PageRef],
+        negative: Sequence[PageRef] = (),
+        *,
+        limit: int,
+        page_filter: PageFilter | None = None,
+        using: str = "pooled",
+        strategy: str = "best_score",
+        target: QueryEmbedding | None = None,
+    ) -> list[PageHit]:
+        """Recommend / discovery searches depend on the labels so far: never cached."""
+        return self.inner.feedback_search(
+            positive,
+            negative,
+            limit=limit,
+            page_filter=page_filter,
+            using=using,
+            strategy=strategy,
+            target=target,
+        )
 
     def count_pages(self, page_filter: PageFilter | None = None) -> int:
         return self.inner.count_pages(page_filter)

@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 
 from llama_index.core.base.llms.types import ChatMessage, ImageBlock
 from llama_index.core.llms import LLM
+from llama_index.core.prompts import BasePromptTemplate
+from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
 from llama_index_docmemo.ingest.pdf import render_page
 from llama_index_docmemo.llms.qwen_vl import MAX_IMAGE_SIDE
@@ -24,7 +26,12 @@ from llama_index_docmemo.reasoning.llm_json import (
     llm_max_images,
     to_messages,
 )
-from llama_index_docmemo.reasoning.prompts import SUMMARY_SYSTEM, ImageSlot, summary_prompt
+from llama_index_docmemo.reasoning.prompts import (
+    SUMMARY_REPLY_PROMPT,
+    SUMMARY_SYSTEM_PROMPT,
+    ImageSlot,
+    summary_prompt,
+)
 from llama_index_docmemo.reasoning.replies import SUMMARY_SCHEMA, ReplyLimits, parse_summaries
 from llama_index_docmemo.types import PageInput, PageRecord
 
@@ -41,7 +48,7 @@ def _as_input(page: PageInput | PageRecord) -> PageInput:
     return PageInput(ref=page.ref, text=page.text, load_image=render)
 
 
-class VLMPageSummarizer:
+class VLMPageSummarizer(PromptMixin):
     """``(schema, pages) -> {page number: summary}`` through a chat LLM, a few pages per request.
 
     ``pages`` are the indexer's page records (images rendered from their PDF on demand) or
@@ -76,6 +83,18 @@ class VLMPageSummarizer:
         self.concurrency = max(1, concurrency)
         self.limits = limits or ReplyLimits()
         self.llm_calls = 0
+        self.system_prompt: BasePromptTemplate = SUMMARY_SYSTEM_PROMPT
+        self.reply_prompt: BasePromptTemplate = SUMMARY_REPLY_PROMPT
+
+    def _get_prompts(self) -> PromptDictType:
+        return {"system": self.system_prompt, "reply": self.reply_prompt}
+
+    def _update_prompts(self, prompts_dict: PromptDictType) -> None:
+        self.system_prompt = prompts_dict.get("system", self.system_prompt)
+        self.reply_prompt = prompts_dict.get("reply", self.reply_prompt)
+
+    def _get_prompt_modules(self) -> PromptMixinType:
+        return {}
 
     def _batches(self, pages: Sequence[PageInput | PageRecord]) -> list[list[PageInput]]:
         inputs = [_as_input(p) for p in pages]
@@ -97,8 +116,9 @@ class VLMPageSummarizer:
             batch,
             {s.index for s in images},
             page_chars=self.page_chars,
+            reply=self.reply_prompt,  # type: ignore[arg-type]
         )
-        return to_messages(SUMMARY_SYSTEM, parts, images)
+        return to_messages(self.system_prompt.format(), parts, images)
 
     def _parse(self, batch: list[PageInput]) -> Callable[[str], dict[int, str]]:
         numbers = [p.ref.page for p in batch]

@@ -1,6 +1,6 @@
 """Page Belief Memory: a Beta(alpha, beta) belief per page that a page holds evidence for the query.
 
-Pure numpy over every page of the documents in scope. Updated by the reasoner's labels
+Sparse: only pages a query has scored or labelled hold state. Updated by the reader's labels
 (alpha += 1 useful, beta += 1 irrelevant), spread to neighbouring pages of the same document,
 read by Thompson sampling or by posterior means. No I/O, no model calls.
 """
@@ -18,89 +18,102 @@ Sampling = Literal["thompson", "greedy"]
 
 
 class PageBeliefMemory:
-    """Beta beliefs over all pages of a fixed set of documents.
+    """Beta beliefs of the pages a query has scored or labelled; the prior everywhere else.
 
     Args:
-        doc_pages: number of pages of each document in scope.
+        doc_pages: page counts of documents already known (more are added with
+            :meth:`add_document` as they appear among the candidates).
         prior_alpha / prior_beta: the uninformed prior of every page.
 
-    Pages are laid out document after document in two float arrays, so an update and a
-    draw over thousands of pages are a few vector operations.
+    State is a dict keyed by :class:`PageRef` holding only pages whose belief moved away from
+    the prior (primed by retrieval, labelled, or reached by propagation), so a query over
+    500,000 pages costs what it touches, not what is in scope. Document sizes bound
+    propagation at a document's first and last page.
     """
 
     def __init__(
         self,
-        doc_pages: Mapping[str, int],
+        doc_pages: Mapping[str, int] | None = None,
         prior_alpha: float = 1.0,
         prior_beta: float = 1.0,
     ) -> None:
         if prior_alpha <= 0 or prior_beta <= 0:
             raise ValueError("Beta prior parameters must be positive")
-        self._offsets: dict[str, int] = {}
         self._sizes: dict[str, int] = {}
-        total = 0
-        for doc_id, n_pages in doc_pages.items():
-            if n_pages < 0:
-                raise ValueError(f"document {doc_id!r} has a negative page count")
-            self._offsets[doc_id] = total
-            self._sizes[doc_id] = n_pages
-            total += n_pages
-        self.alpha = np.full(total, prior_alpha, dtype=np.float64)
-        self.beta = np.full(total, prior_beta, dtype=np.float64)
         self._prior = (prior_alpha, prior_beta)
-        self._informed = np.zeros(total, dtype=bool)  # has a prior from retrieval or any update
+        self._state: dict[PageRef, tuple[float, float]] = {}
+        for doc_id, n_pages in (doc_pages or {}).items():
+            self.add_document(doc_id, n_pages)
 
-    # -- layout -------------------------------------------------------------------------------
+    # -- scope --------------------------------------------------------------------------------
+    def add_document(self, doc_id: str, n_pages: int) -> None:
+        """Make a document's pages known (its size bounds propagation)."""
+        if n_pages < 0:
+            raise ValueError(f"document {doc_id!r} has a negative page count")
+        self._sizes[doc_id] = n_pages
+
+    def knows(self, doc_id: str) -> bool:
+        return doc_id in self._sizes
+
     def __len__(self) -> int:
-        return self.alpha.shape[0]
+        """Pages with a belief of their own (the others hold the prior)."""
+        return len(self._state)
 
     def __contains__(self, ref: object) -> bool:
-        return isinstance(ref, PageRef) and self._index_or_none(ref) is not None
-
-    def _index_or_none(self, ref: PageRef) -> int | None:
-        offset = self._offsets.get(ref.doc_id)
-        if offset is None or not 1 <= ref.page <= self._sizes[ref.doc_id]:
-            return None
-        return offset + ref.page - 1
-
-    def index(self, ref: PageRef) -> int:
-        """Position of ``ref`` in the arrays; KeyError for a page outside the scope."""
-        idx = self._index_or_none(ref)
-        if idx is None:
-            raise KeyError(f"{ref} is not a page of the documents in scope")
-        return idx
-
-    def indices(self, refs: Iterable[PageRef]) -> np.ndarray:
-        return np.fromiter((self.index(r) for r in refs), dtype=np.int64)
-
-    def ref(self, index: int) -> PageRef:
-        for doc_id, offset in self._offsets.items():
-            if offset <= index < offset + self._sizes[doc_id]:
-                return PageRef(doc_id, index - offset + 1)
-        raise IndexError(index)
+        """Whether ``ref`` is a page of a known document."""
+        if not isinstance(ref, PageRef):
+            return False
+        size = self._sizes.get(ref.doc_id)
+        return size is not None and 1 <= ref.page <= size
 
     def refs(self) -> list[PageRef]:
+        """Every page of the known documents (for small scopes and tests)."""
         return [PageRef(d, p) for d, n in self._sizes.items() for p in range(1, n + 1)]
 
-    # -- state --------------------------------------------------------------------------------
-    def mean(self, refs: Sequence[PageRef] | None = None) -> np.ndarray:
-        """Posterior mean alpha / (alpha + beta) (of ``refs``, or of every page)."""
-        if refs is None:
-            return self.alpha / (self.alpha + self.beta)
-        idx = self.indices(refs)
-        return self.alpha[idx] / (self.alpha[idx] + self.beta[idx])
+    def _check(self, ref: PageRef) -> None:
+        if ref not in self:
+            raise KeyError(f"{ref} is not a page of the documents in scope")
 
+    # -- state --------------------------------------------------------------------------------
     def get(self, ref: PageRef) -> tuple[float, float]:
-        idx = self.index(ref)
-        return float(self.alpha[idx]), float(self.beta[idx])
+        """(alpha, beta) of ``ref``; KeyError for a page outside the known documents."""
+        self._check(ref)
+        return self._state.get(ref, self._prior)
+
+    def _arrays(self, refs: Sequence[PageRef] | None) -> tuple[np.ndarray, np.ndarray]:
+        refs = self.refs() if refs is None else refs
+        pairs = [self.get(r) for r in refs]
+        if not pairs:
+            return np.zeros(0), np.zeros(0)
+        ab = np.asarray(pairs, dtype=np.float64)
+        return ab[:, 0], ab[:, 1]
+
+    @property
+    def alpha(self) -> np.ndarray:
+        """alpha of every page of the known documents, in :meth:`refs` order."""
+        return self._arrays(None)[0]
+
+    @property
+    def beta(self) -> np.ndarray:
+        return self._arrays(None)[1]
+
+    def mean(self, refs: Sequence[PageRef] | None = None) -> np.ndarray:
+        """Posterior mean alpha / (alpha + beta) (of ``refs``, or of every known page)."""
+        a, b = self._arrays(refs)
+        return a / (a + b)
 
     def informed(self, refs: Sequence[PageRef]) -> np.ndarray:
         """Whether each page's belief moved away from the uninformed prior."""
-        return self._informed[self.indices(refs)]
+        return np.array([r in self._state for r in refs], dtype=bool)
 
     def informed_refs(self) -> list[PageRef]:
-        """Pages whose belief moved away from the uninformed prior (labelled, propagated, primed)."""
-        return [self.ref(int(i)) for i in np.flatnonzero(self._informed)]
+        """Pages whose belief moved away from the prior (labelled, propagated, primed), in the
+        order they first did."""
+        return list(self._state)
+
+    def _add(self, ref: PageRef, d_alpha: float, d_beta: float) -> None:
+        a, b = self._state.get(ref, self._prior)
+        self._state[ref] = (a + d_alpha, b + d_beta)
 
     def set_prior_from_scores(
         self, refs: Sequence[PageRef], scores: np.ndarray, strength: float
@@ -112,13 +125,12 @@ class PageBeliefMemory:
         """
         if strength <= 0 or not refs:
             return
-        idx = self.indices(refs)
         c = np.clip(np.asarray(scores, dtype=np.float64), 0.0, 1.0)
-        fresh = ~self._informed[idx]
         a0, b0 = self._prior
-        self.alpha[idx[fresh]] = a0 + strength * c[fresh]
-        self.beta[idx[fresh]] = b0 + strength * (1.0 - c[fresh])
-        self._informed[idx[fresh]] = True
+        for ref, score in zip(refs, c, strict=True):
+            self._check(ref)
+            if ref not in self._state:
+                self._state[ref] = (a0 + strength * score, b0 + strength * (1.0 - score))
 
     def update(
         self,
@@ -135,16 +147,15 @@ class PageBeliefMemory:
 
         A useful page i adds weight * gamma^|j-i| to alpha_j of pages j of the same document with
         0 < |j-i| <= radius. When ``same_section`` is given, a neighbour in another section gets
-        ``cross_section`` times that (0: propagation stops at section boundaries).
+        ``cross_section`` times that (0: propagation stops at section boundaries). Pages outside
+        the known documents are ignored.
         """
         useful = [r for r in useful if r in self]
         irrelevant = [r for r in irrelevant if r in self]
-        if useful:
-            np.add.at(self.alpha, self.indices(useful), 1.0)
-            self._informed[self.indices(useful)] = True
-        if irrelevant:
-            np.add.at(self.beta, self.indices(irrelevant), 1.0)
-            self._informed[self.indices(irrelevant)] = True
+        for ref in useful:
+            self._add(ref, 1.0, 0.0)
+        for ref in irrelevant:
+            self._add(ref, 0.0, 1.0)
         if radius <= 0 or gamma <= 0 or weight <= 0:
             return
         for ref in useful:
@@ -157,11 +168,17 @@ class PageBeliefMemory:
                     factor = 1.0
                     if same_section is not None and not same_section(ref, neighbour):
                         factor = cross_section
-                    if factor <= 0:
-                        continue
-                    idx = self.index(neighbour)
-                    self.alpha[idx] += factor * weight * gamma**distance
-                    self._informed[idx] = True
+                    if factor > 0:
+                        self._add(neighbour, factor * weight * gamma**distance, 0.0)
+
+    def add_alpha(self, weights: Mapping[PageRef, float]) -> None:
+        """alpha_j += w_j (w_j >= 0) for pages in scope: evidence spread by a rule other than
+        distance (e.g. along the document's reference graph); pages outside scope are ignored."""
+        for ref, weight in weights.items():
+            if weight < 0:
+                raise ValueError(f"alpha increments must be non-negative, got {weight} for {ref}")
+            if weight > 0 and ref in self:
+                self._add(ref, weight, 0.0)
 
     def draw(
         self,
@@ -169,13 +186,9 @@ class PageBeliefMemory:
         rng: np.random.Generator,
         sampling: Sampling = "thompson",
     ) -> np.ndarray:
-        """theta per page (of ``refs``, or of every page): a Thompson draw from Beta(alpha, beta),
-        or the posterior mean (greedy, which never touches ``rng``)."""
-        if refs is None:
-            a, b = self.alpha, self.beta
-        else:
-            idx = self.indices(refs)
-            a, b = self.alpha[idx], self.beta[idx]
+        """theta per page (of ``refs``, or of every known page): a Thompson draw from
+        Beta(alpha, beta), or the posterior mean (greedy, which never touches ``rng``)."""
+        a, b = self._arrays(refs)
         if sampling == "greedy":
             return a / (a + b)
         return rng.beta(a, b)

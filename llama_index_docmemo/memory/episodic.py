@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from llama_index_docmemo.reasoning.base import EvidenceNote, Feedback
-from llama_index_docmemo.types import PageRef
+from llama_index_docmemo.types import EvidenceNote, Feedback, PageRef
 
 
 @dataclass

@@ -6,39 +6,19 @@ import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field
+from llama_index_docmemo.types import EvidenceNote, Feedback, PageRef, Status
 
-from llama_index_docmemo.types import PageRef
-
-Status = Literal["answered", "need_more", "unanswerable"]
-
-
-class EvidenceNote(BaseModel):
-    """A fact the reasoner found, with the page it stands on."""
-
-    page: PageRef
-    fact: str
-
-
-class Feedback(BaseModel):
-    """What one reading round produced; drives the belief update and the episodic memory.
-
-    ``useful_pages``/``irrelevant_pages`` only ever name pages that were shown: the engine
-    drops anything else (a reasoner's output is untrusted, like the documents it read).
-    """
-
-    model_config = {"arbitrary_types_allowed": True}
-
-    answer: str | None = None
-    useful_pages: list[PageRef] = Field(default_factory=list)
-    irrelevant_pages: list[PageRef] = Field(default_factory=list)
-    notes: list[EvidenceNote] = Field(default_factory=list)
-    missing: list[str] = Field(default_factory=list)
-    refined_query: str | None = None
-    status: Status = "need_more"
-    llm_calls: int = 0
+__all__ = [
+    "CropView",
+    "EvidenceNote",
+    "Feedback",
+    "PageView",
+    "Reasoner",
+    "ReasoningInput",
+    "Status",
+]
 
 
 @dataclass
@@ -76,6 +56,8 @@ class ReasoningInput:
         missing: what earlier rounds said is still missing.
         outline: the schema memory's outline text (empty when disabled).
         round: 1-based round number; ``final_round`` asks for a best answer now.
+        pages_read_total / pages_in_scope: pages read so far, and pages of the documents
+            searched so far (every document in scope that appeared among the candidates).
     """
 
     question: str
@@ -106,29 +88,13 @@ class Reasoner(ABC):
 
     def synthesize(self, question: str, evidence: list[EvidenceNote], draft: str | None) -> str:
         """Final answer from what was found when the loop ran out of rounds."""
-        if draft:
-            return draft
-        if evidence:
-            return "; ".join(f"{n.fact} (p. {n.page.page})" for n in evidence[:5])
-        return "Not found in the pages read."
+        return summarize_evidence(evidence, draft)
 
 
-class PageReranker(ABC):
-    """Orders candidate pages for reading (the retrieval agent); optional in the selection step.
-
-    ``llm_calls`` counts the model requests made so far (repairs included), for the cost budget.
-    """
-
-    llm_calls: int = 0
-
-    @abstractmethod
-    def rerank(
-        self,
-        question: str,
-        query: str,
-        candidates: list[PageView],
-        k: int,
-        evidence: list[EvidenceNote],
-        missing: list[str],
-    ) -> list[PageRef]:
-        """At most ``k`` pages from ``candidates``, best first; unknown refs are ignored by the caller."""
+def summarize_evidence(evidence: list[EvidenceNote], draft: str | None) -> str:
+    """The draft answer, else the first notes with their pages, else "not found"."""
+    if draft:
+        return draft
+    if evidence:
+        return "; ".join(f"{n.fact} (p. {n.page.page})" for n in evidence[:5])
+    return "Not found in the pages read."

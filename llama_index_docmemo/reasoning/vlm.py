@@ -9,6 +9,8 @@ from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, ImageBlock
 from llama_index.core.llms import LLM
+from llama_index.core.prompts import BasePromptTemplate
+from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
 from llama_index_docmemo.reasoning.base import Feedback, Reasoner, ReasoningInput
 from llama_index_docmemo.reasoning.llm_json import (
@@ -19,7 +21,8 @@ from llama_index_docmemo.reasoning.llm_json import (
     to_messages,
 )
 from llama_index_docmemo.reasoning.prompts import (
-    READER_SYSTEM,
+    READER_REPLY_PROMPT,
+    READER_SYSTEM_PROMPT,
     ImageSlot,
     page_text_budget,
     plan_images,
@@ -30,8 +33,11 @@ from llama_index_docmemo.reasoning.replies import FEEDBACK_SCHEMA, ReplyLimits, 
 logger = logging.getLogger(__name__)
 
 
-class VLMReasoner(Reasoner):
-    """Reads pages with a vision-language chat LLM (e.g. :class:`~llama_index_docmemo.QwenVL`).
+class VLMReasoner(Reasoner, PromptMixin):
+    """Reads pages with a chat LLM: page images and text for a multimodal one (e.g.
+    :class:`~llama_index_docmemo.QwenVL`), page text for a text-only one (``use_images=False``).
+
+    Its prompts (``system``, ``reply``) are reachable through ``get_prompts``/``update_prompts``.
 
     Args:
         llm: any LlamaIndex chat LLM that accepts image blocks.
@@ -63,6 +69,18 @@ class VLMReasoner(Reasoner):
         self.max_page_chars = max_page_chars
         self.min_page_chars = min_page_chars
         self.limits = limits or ReplyLimits()
+        self.system_prompt: BasePromptTemplate = READER_SYSTEM_PROMPT
+        self.reply_prompt: BasePromptTemplate = READER_REPLY_PROMPT
+
+    def _get_prompts(self) -> PromptDictType:
+        return {"system": self.system_prompt, "reply": self.reply_prompt}
+
+    def _update_prompts(self, prompts_dict: PromptDictType) -> None:
+        self.system_prompt = prompts_dict.get("system", self.system_prompt)
+        self.reply_prompt = prompts_dict.get("reply", self.reply_prompt)
+
+    def _get_prompt_modules(self) -> PromptMixinType:
+        return {}
 
     def build_messages(self, inp: ReasoningInput) -> list[ChatMessage]:
         """The chat request for one round (loads page and crop images: blocking I/O)."""
@@ -87,8 +105,9 @@ class VLMReasoner(Reasoner):
             {s.index for s in images if s.kind == "page"},
             {s.index for s in images if s.kind == "crop"},
             page_chars=page_chars,
+            reply=self.reply_prompt,  # type: ignore[arg-type]
         )
-        return to_messages(READER_SYSTEM, parts, images)
+        return to_messages(self.system_prompt.format(), parts, images)
 
     def _load(self, load: Callable[[], Any], what: str) -> ImageBlock | None:
         try:

@@ -18,7 +18,13 @@ import numpy as np
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store import access
-from llama_index_docmemo.types import PageEmbedding, PageFilter, PageRecord, SparseVector
+from llama_index_docmemo.types import (
+    FieldGroup,
+    PageEmbedding,
+    PageFilter,
+    PageRecord,
+    SparseVector,
+)
 
 MULTI = "multi"
 POOLED = "pooled"
@@ -118,10 +124,15 @@ class Condition:
 
 @dataclass(frozen=True)
 class FilterSpec:
-    """A backend-neutral Qdrant filter: all of ``must``, none of ``must_not``, ``empty`` keys unset."""
+    """A backend-neutral Qdrant filter: all of ``must`` and ``groups``, none of ``must_not``,
+    ``empty`` keys unset.
+
+    ``groups`` are metadata conditions (``PageFilter.where``), translated by ``store/filters.py``.
+    """
 
     must: tuple[Condition, ...]
     must_not: tuple[Condition, ...] = ()
+    groups: tuple[FieldGroup, ...] = ()
     empty: tuple[str, ...] = ()
 
 
@@ -138,7 +149,8 @@ def scope_filter(
     must += [Condition(key, values) for key, values in access.access_conditions(page_filter)]
     for key, values in extra.items():
         must.append(Condition(key, tuple(values)))
-    return FilterSpec(tuple(must))
+    groups = (page_filter.where,) if page_filter is not None and page_filter.where else ()
+    return FilterSpec(tuple(must), groups=groups)
 
 
 def stale_pages_filter(doc_key: str, keep_revision: str | None) -> FilterSpec:
@@ -427,6 +439,89 @@ def search_plan(
         prefetch=prefetch,
         fusion=fusion,
         idf_scope=idf_scope,
+    )
+
+
+# ---------------------------------------------------------------- feedback queries
+
+FeedbackVector = Literal["pooled", "multi"]
+FeedbackStrategy = Literal["best_score", "sum_scores"]
+FEEDBACK_VECTORS: tuple[str, ...] = ("pooled", "multi")
+FEEDBACK_STRATEGIES: tuple[str, ...] = ("best_score", "sum_scores")
+MAX_CONTEXT_PAIRS = 16
+
+Vector = list[float] | list[list[float]]
+
+
+@dataclass(frozen=True)
+class FeedbackPlan:
+    """A recommend or discovery request on stored page vectors (both backends build it alike).
+
+    Without ``target``: Qdrant's recommend query (``strategy``) with the examples' vectors.
+    With ``target`` and at least one negative: a discovery query, ranked first by how many
+    (positive, negative) context pairs a page sits on the positive side of, then by the target.
+    ``using`` names the stored vector (``pooled`` or the ``multi`` MaxSim one); ``where``
+    restricts the result to the pages the caller may see.
+    """
+
+    positives: list[Vector]
+    negatives: list[Vector]
+    target: Vector | None
+    using: str
+    strategy: FeedbackStrategy
+    where: FilterSpec
+    limit: int
+
+    @property
+    def context_pairs(self) -> list[tuple[Vector, Vector]]:
+        pairs = [(p, n) for p in self.positives for n in self.negatives]
+        return pairs[:MAX_CONTEXT_PAIRS]
+
+    @property
+    def discovery(self) -> bool:
+        return self.target is not None and bool(self.negatives)
+
+
+def check_feedback(using: str, strategy: str, limit: int) -> None:
+    """Raise a StoreError for an unknown vector or strategy, or a limit below 1."""
+    check_choice("feedback vector", using, FEEDBACK_VECTORS)
+    check_choice("feedback strategy", strategy, FEEDBACK_STRATEGIES)
+    if limit < 1:
+        raise StoreError(f"feedback search limit must be at least 1, got {limit}")
+
+
+def feedback_vector_name(using: str) -> str:
+    """The stored vector a feedback search compares ("pooled" or "multi")."""
+    return MULTI if using == "multi" else POOLED
+
+
+def feedback_plan(
+    positives: Sequence[Vector],
+    negatives: Sequence[Vector],
+    *,
+    target: PageEmbedding | None,
+    dim: int,
+    using: str,
+    strategy: str,
+    page_filter: PageFilter | None,
+    limit: int,
+) -> FeedbackPlan:
+    """Validate a feedback request; the query vector of ``target`` is taken from ``using``."""
+    check_feedback(using, strategy, limit)
+    if not positives:
+        raise StoreError("a feedback search needs at least one positive example page")
+    target_vector: Vector | None = None
+    if target is not None:
+        vectors = query_vectors(target, dim, use_sparse=False)
+        target_vector = vectors.multi if using == MULTI else vectors.pooled
+    return FeedbackPlan(
+        positives=list(positives),
+        negatives=list(negatives),
+        target=target_vector,
+        using=feedback_vector_name(using),
+        strategy=strategy,  # type: ignore[arg-type]
+        where=scope_filter(KIND_PAGE, page_filter),
+        limit=limit,
     )
 
 

@@ -129,6 +129,14 @@ class QdrantLayoutStore(PageStore):
     def _query(self, plan: L.SearchPlan) -> list[tuple[dict[str, Any], float]]:
         """(payload, score) of the best points for ``plan``, best first."""
 
+    @abstractmethod
+    def _vectors(self, point_ids: Sequence[str], using: str) -> dict[str, L.Vector]:
+        """The stored ``using`` vector of each existing point, by id."""
+
+    @abstractmethod
+    def _feedback_query(self, plan: L.FeedbackPlan) -> list[tuple[dict[str, Any], float]]:
+        """(payload, score) of the best points for a recommend / discovery plan, best first."""
+
     # ------------------------------------------------------------ shared logic
 
     def _check_meta(self) -> None:
@@ -392,3 +400,56 @@ class QdrantLayoutStore(PageStore):
         if L.matches_nothing(page_filter):
             return 0
         return self._count(L.scope_filter(L.KIND_PAGE, page_filter))
+
+    def feedback_search(
+        self,
+        positive: Sequence[PageRef],
+        negative: Sequence[PageRef] = (),
+        *,
+        limit: int,
+        page_filter: PageFilter | None = None,
+        using: str = "pooled",
+        strategy: str = "best_score",
+        target: QueryEmbedding | None = None,
+    ) -> list[PageHit]:
+        """Recommend / discovery on stored page vectors; examples pass ``page_filter`` too.
+
+        Examples are looked up through the filter (a page the caller may not see is no example),
+        their stored vectors are sent as the query, and example pages are dropped from the
+        result. Ties are broken by document and page, so the result is deterministic.
+        """
+        L.check_feedback(using, strategy, limit)
+        positive = list(dict.fromkeys(positive))
+        negative = [r for r in dict.fromkeys(negative) if r not in set(positive)]
+        if not positive or L.matches_nothing(page_filter):
+            return []
+        records = self.get_pages([*positive, *negative], page_filter)
+        ids = {
+            r.ref: L.page_point_id(
+                access.document_key(r.tenant, r.doc_id), L.revision(r.doc_version, r.acl), r.page
+            )
+            for r in records
+        }
+        vectors = self._vectors(sorted(set(ids.values())), L.feedback_vector_name(using))
+        pos = [vectors[ids[r]] for r in positive if r in ids and ids[r] in vectors]
+        neg = [vectors[ids[r]] for r in negative if r in ids and ids[r] in vectors]
+        if not pos:
+            return []
+        plan = L.feedback_plan(
+            pos,
+            neg,
+            target=target,
+            dim=self.dim,
+            using=using,
+            strategy=strategy,
+            page_filter=page_filter,
+            limit=limit + len(ids),
+        )
+        examples = set(ids)
+        scored = self._feedback_query(plan)
+        scored = [
+            hit for hit, ok in zip(scored, self._visible([p for p, _ in scored]), strict=True) if ok
+        ]
+        hits = [h for h in self._hits(scored) if h.ref not in examples]
+        hits.sort(key=lambda h: (-h.score, h.record.doc_id, h.record.page))
+        return hits[:limit]

@@ -93,6 +93,26 @@ class PageStore(ABC):
             prefetch_limit=prefetch_limit,
         )
 
+    def feedback_search(
+        self,
+        positive: Sequence[PageRef],
+        negative: Sequence[PageRef] = (),
+        *,
+        limit: int,
+        page_filter: PageFilter | None = None,
+        using: str = "pooled",
+        strategy: str = "best_score",
+        target: QueryEmbedding | None = None,
+    ) -> list[PageHit]:
+        """Pages like the ``positive`` example pages and unlike the ``negative`` ones.
+
+        Qdrant's recommend query on the stored page vectors (``using``: "pooled" or the "multi"
+        MaxSim vector; ``strategy``: "best_score" or "sum_scores"); with a ``target`` (the
+        query's embedding) and negatives, Qdrant's discovery query instead. ``page_filter``
+        applies to the examples and to the results; example pages are never returned.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no feedback search")
+
     @abstractmethod
     def get_pages(
         self, refs: Sequence[PageRef], page_filter: PageFilter | None = None

@@ -19,6 +19,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.store import _layout as L
 from llama_index_docmemo.store._qdrant import _REFILL_ROUNDS, QdrantLayoutStore
+from llama_index_docmemo.store.filters import client_filter
 from llama_index_docmemo.types import PageFilter, PageHit, QueryEmbedding
 
 T = TypeVar("T")
@@ -48,6 +49,7 @@ def _condition(condition: L.Condition) -> models.FieldCondition:
 
 def _filter(where: L.FilterSpec) -> models.Filter:
     must: list[Any] = [_condition(c) for c in where.must]
+    must += [client_filter(g) for g in where.groups]
     must += [models.IsEmptyCondition(is_empty=models.PayloadField(key=k)) for k in where.empty]
     return models.Filter(
         must=must,
@@ -124,6 +126,33 @@ def branch_requests(plan: L.SearchPlan) -> list[dict[str, Any]]:
             }
         )
     return requests
+
+
+def feedback_request(plan: L.FeedbackPlan) -> dict[str, Any]:
+    """Keyword arguments of ``query_points`` for a recommend / discovery plan."""
+    query: models.DiscoverQuery | models.RecommendQuery
+    if plan.target is not None and plan.negatives:
+        query = models.DiscoverQuery(
+            discover=models.DiscoverInput(
+                target=plan.target,
+                context=[models.ContextPair(positive=p, negative=n) for p, n in plan.context_pairs],
+            )
+        )
+    else:
+        query = models.RecommendQuery(
+            recommend=models.RecommendInput(
+                positive=plan.positives,
+                negative=plan.negatives or None,
+                strategy=models.RecommendStrategy(plan.strategy),
+            )
+        )
+    return {
+        "query": query,
+        "using": plan.using,
+        "query_filter": _filter(plan.where),
+        "limit": plan.limit,
+        "with_payload": True,
+    }
 
 
 class QdrantClientPageStore(QdrantLayoutStore):
@@ -358,6 +387,35 @@ class QdrantClientPageStore(QdrantLayoutStore):
         return L.fuse_branches(
             [[(p.payload or {}, p.score) for p in branch] for branch in branches], plan
         )
+
+    def _vectors(self, point_ids: Sequence[str], using: str) -> dict[str, L.Vector]:
+        if not point_ids:
+            return {}
+        records = self._call(
+            "retrieve",
+            self.client.retrieve,
+            self.collection,
+            ids=list(point_ids),
+            with_payload=False,
+            with_vectors=[using],
+            timeout=self.timeout,
+        )
+        out: dict[str, L.Vector] = {}
+        for record in records:
+            vector = record.vector
+            if isinstance(vector, dict) and using in vector:
+                out[str(record.id)] = vector[using]  # type: ignore[assignment]
+        return out
+
+    def _feedback_query(self, plan: L.FeedbackPlan) -> list[tuple[dict[str, Any], float]]:
+        response = self._call(
+            "feedback search",
+            self.client.query_points,
+            self.collection,
+            **feedback_request(plan),
+            timeout=self.timeout,
+        )
+        return [(p.payload or {}, p.score) for p in response.points]
 
     async def asearch(
         self,

@@ -14,6 +14,7 @@ from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.faults import fault_point
 from llama_index_docmemo.store import _layout as L
 from llama_index_docmemo.store._qdrant import QdrantLayoutStore
+from llama_index_docmemo.store.filters import edge_filter
 
 # Qdrant Edge writes through memory maps: a write into a full disk kills the process with SIGBUS
 # instead of failing, and a new segment or WAL file takes ~170 MiB at once (measured on tmpfs).
@@ -35,7 +36,9 @@ def _condition(condition: L.Condition) -> qe.FieldCondition:
 
 def _filter(where: L.FilterSpec) -> qe.Filter:
     return qe.Filter(
-        must=[_condition(c) for c in where.must] + [qe.IsEmptyCondition(k) for k in where.empty],
+        must=[_condition(c) for c in where.must]
+        + [edge_filter(g) for g in where.groups]
+        + [qe.IsEmptyCondition(k) for k in where.empty],
         must_not=[_condition(c) for c in where.must_not] or None,
     )
 
@@ -328,6 +331,34 @@ class EdgePageStore(QdrantLayoutStore):
         return L.fuse_branches(
             [[(p.payload or {}, p.score) for p in branch] for branch in branches], plan
         )
+
+    def _vectors(self, point_ids: Sequence[str], using: str) -> dict[str, L.Vector]:
+        if not point_ids:
+            return {}
+        records = self.shard.retrieve(list(point_ids), with_payload=False, with_vector=[using])
+        out: dict[str, L.Vector] = {}
+        for record in records:
+            vector = record.vector
+            if isinstance(vector, dict) and using in vector:
+                out[str(record.id)] = vector[using]
+        return out
+
+    def _feedback_query(self, plan: L.FeedbackPlan) -> list[tuple[dict[str, Any], float]]:
+        if plan.target is not None and plan.negatives:
+            pairs = [qe.ContextPair(p, n) for p, n in plan.context_pairs]
+            query = qe.Query.Discover(qe.DiscoverQuery(plan.target, pairs), using=plan.using)
+        else:
+            examples = qe.RecommendQuery(plan.positives, plan.negatives)
+            make = (
+                qe.Query.RecommendBestScore
+                if plan.strategy == "best_score"
+                else qe.Query.RecommendSumScores
+            )
+            query = make(examples, using=plan.using)
+        request = qe.QueryRequest(
+            limit=plan.limit, query=query, filter=_filter(plan.where), with_payload=True
+        )
+        return [(p.payload or {}, p.score) for p in self.shard.query(request)]
 
     def optimize(self) -> bool:
         """Merge segments and build the pooled vector's HNSW index (never the multivector's)."""

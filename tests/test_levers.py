@@ -1,0 +1,271 @@
+"""The levers' pure logic: fusion, sub-queries, budget shape, calibrated priors, reference graph."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from llama_index_docmemo.config import DocMemoConfig
+from llama_index_docmemo.levers.budget import pages_for_round
+from llama_index_docmemo.levers.fusion import fuse_rankings, unit_scores
+from llama_index_docmemo.levers.priors import calibrated_probability, fit_calibration
+from llama_index_docmemo.levers.structure import reference_boosts
+from llama_index_docmemo.levers.subqueries import split_question
+from llama_index_docmemo.memory.belief import PageBeliefMemory
+from llama_index_docmemo.memory.references import (
+    build_reference_graph,
+    continues_next,
+    label_definitions,
+    label_mentions,
+)
+from llama_index_docmemo.types import PageRef
+
+# ---------------------------------------------------------------- fusion
+
+
+def test_unit_scores_put_the_best_at_one() -> None:
+    assert unit_scores({"a": 2.0, "b": 1.0}) == {"a": 1.0, "b": 0.5}
+    assert unit_scores({"a": -1.0, "b": 1.0}) == {"a": 0.0, "b": 1.0}
+    assert unit_scores({"a": 0.0}) == {"a": 1.0}
+    assert unit_scores({}) == {}
+
+
+def test_fusion_max_keeps_the_strongest_signal_and_adds_new_pages() -> None:
+    base = {"a": 1.0, "b": 0.5}
+    fused = fuse_rankings(base, [({"c": 4.0, "b": 2.0}, 0.6)], "max")
+    assert fused == pytest.approx({"a": 1.0, "c": 0.6, "b": 0.5})
+    assert list(fused) == ["a", "c", "b"]
+
+
+def test_fusion_sum_rewards_agreement() -> None:
+    fused = fuse_rankings({"a": 1.0, "b": 0.9}, [({"b": 1.0}, 0.5)], "sum")
+    assert list(fused) == ["b", "a"]
+    assert fused["b"] == pytest.approx(1.4)
+
+
+def test_fusion_ties_keep_first_appearance_and_reject_negative_weights() -> None:
+    assert list(fuse_rankings({"x": 1.0, "y": 1.0}, [({"z": 1.0}, 1.0)])) == ["x", "y", "z"]
+    with pytest.raises(ValueError):
+        fuse_rankings({"a": 1.0}, [({"b": 1.0}, -1.0)])
+
+
+# ---------------------------------------------------------------- sub-queries
+
+
+def test_years_give_one_variant_each() -> None:
+    parts = split_question("What was the revenue in 2019 and 2020?")
+    assert parts == ["What was the revenue in 2019?", "What was the revenue in 2020?"]
+    assert split_question("Compare revenue in 2018, 2019 and 2020") == [
+        "Compare revenue in 2018",
+        "Compare revenue in 2019",
+        "Compare revenue in 2020",
+    ]
+
+
+def test_conjunctions_and_comparisons_split() -> None:
+    assert split_question(
+        "Which is larger, the number of female employees or the number of male managers?"
+    ) == ["the number of female employees", "the number of male managers"]
+    assert split_question("How did sales in Europe compare to sales in Asia?") == []
+    assert split_question("Total debt of Apple versus total debt of Microsoft") == [
+        "Total debt of Apple",
+        "total debt of Microsoft",
+    ]
+
+
+def test_single_part_questions_are_not_split() -> None:
+    assert split_question("What is the company's net income?") == []
+    assert split_question("Who are the founders and CEO?") == []  # parts too short
+
+
+# ---------------------------------------------------------------- budget shape
+
+
+def test_schedule_replaces_k_and_repeats_its_last_value() -> None:
+    assert [pages_for_round(r, 5, [3, 6]) for r in (1, 2, 3)] == [3, 6, 6]
+    assert [pages_for_round(r, 5) for r in (1, 2, 3)] == [5, 5, 5]
+    assert pages_for_round(2, 5, [3, 6], read_so_far=3, max_pages=7) == 4
+    assert pages_for_round(3, 5, read_so_far=9, max_pages=7) == 0
+    with pytest.raises(ValueError):
+        pages_for_round(0, 5)
+
+
+def test_config_checks_the_new_switches() -> None:
+    with pytest.raises(ValueError):
+        DocMemoConfig(pages_schedule=[])
+    with pytest.raises(ValueError):
+        DocMemoConfig(pages_schedule=[0, 5])
+    with pytest.raises(ValueError):
+        DocMemoConfig(prior_calibration=[1.0, 2.0])
+    defaults = DocMemoConfig()  # the combination chosen on the tuning half
+    assert defaults.question_reference_weight > 0 and defaults.reference_weight > 0
+    assert defaults.subqueries and defaults.statement_weight > 0
+    assert defaults.feedback_search == "off" and defaults.pages_schedule is None
+    paper = DocMemoConfig.paper()
+    assert not paper.subqueries and paper.question_reference_weight == 0
+    assert paper.reference_weight == 0 and paper.statement_weight == 0
+
+
+# ---------------------------------------------------------------- priors
+
+
+def test_calibrated_probability_is_a_logistic_in_score_and_rank() -> None:
+    p = calibrated_probability([1.0, 0.5], (0.0, 2.0, -1.0))
+    assert p[0] == pytest.approx(1 / (1 + math.exp(-2.0)))
+    assert p[1] == pytest.approx(1 / (1 + math.exp(-(1.0 - math.log(2)))))
+    with pytest.raises(ValueError):
+        calibrated_probability([1.0], (0.0, 1.0))
+
+
+def test_fit_recovers_a_known_calibration() -> None:
+    rng = np.random.default_rng(0)
+    true = (-1.0, 3.0, -0.8)
+    scores, labels = [], []
+    for _ in range(400):
+        c = np.sort(rng.uniform(0, 1, 20))[::-1]
+        p = calibrated_probability(c, true)
+        scores.append(list(c))
+        labels.append(list(rng.uniform(size=20) < p))
+    fitted = fit_calibration(scores, labels)
+    grid = np.linspace(1, 0, 20)
+    error = np.abs(calibrated_probability(grid, fitted) - calibrated_probability(grid, true))
+    assert float(error.max()) < 0.05
+    with pytest.raises(ValueError):
+        fit_calibration([[0.5, 0.2]], [[False, False]])
+
+
+# ---------------------------------------------------------------- reference graph
+
+
+def test_mentions_and_definitions() -> None:
+    text = "Revenue grew (see Table 3 and Figures 4).\nTable 5: Segment results\nNote 12 – Leases"
+    assert label_mentions(text) >= {("table", "3"), ("figure", "4"), ("table", "5")}
+    assert label_definitions(text) == {("table", "5"), ("note", "12")}
+    assert label_definitions("The table 3 shows growth") == set()
+
+
+def test_graph_links_mentions_to_the_page_defining_the_label() -> None:
+    texts = {
+        1: "Summary. Details are in Note 12 and Table 2.",
+        2: "Intro text",
+        3: "Table 2: Revenue by segment\nA 1 2",
+        7: "Note 12 Leases\nThe company leases offices.",
+        8: "Figure 1. Map",
+        9: "Figure 1. Map (second copy)\nFigure 1: again",
+        10: "As Figure 1 shows",
+    }
+    graph = build_reference_graph(texts, max_targets=1)
+    assert graph.linked(1) == {3: "label", 7: "label"}
+    assert graph.linked(7) == {1: "label"}
+    assert graph.linked(10) == {}  # "Figure 1" is defined on two pages: ambiguous at max 1
+
+
+def test_continuations_link_consecutive_pages() -> None:
+    assert continues_next("Balance sheet", "Balance sheet (continued)\nAssets 1 2")
+    assert continues_next("Table ends here, continued on next page", "New text")
+    rows_end = "Item\nCash 1,200 1,100\nDebt 300 (250)\nEquity 5.2% 4.1%"
+    rows_start = "Loans 10 20\nOther 3 4\nTotal 1,513 1,374"
+    assert continues_next(rows_end, rows_start)
+    assert not continues_next("A paragraph of prose.", "Another paragraph of prose.")
+    graph = build_reference_graph({4: rows_end, 5: rows_start, 6: "prose"})
+    assert graph.linked(5) == {4: "continuation"}
+    assert len(graph) == 1
+
+
+def test_reference_boosts_sum_over_useful_pages_and_skip_seeds() -> None:
+    graph = build_reference_graph(
+        {1: "see Table 2", 2: "Table 2: X", 3: "cf. Table 2", 4: "Balance (continued)"}
+    )
+    useful = [PageRef("d", 1), PageRef("d", 3), PageRef("d", 2)]
+    assert reference_boosts(useful, {"d": graph}, weight=1.0) == {PageRef("d", 4): 1.0}
+    boosts = reference_boosts(
+        [PageRef("d", 1), PageRef("d", 3), PageRef("d", 4)],
+        {"d": graph},
+        weight=1.5,
+        continuation_weight=0.5,
+    )
+    assert boosts == {PageRef("d", 2): 3.0}  # page 4 continues page 3, a seed itself
+    boosts = reference_boosts([PageRef("d", 4)], {"d": graph}, weight=1.5, continuation_weight=0.5)
+    assert boosts == {PageRef("d", 3): 0.5}
+    with pytest.raises(ValueError):
+        reference_boosts([], {}, weight=-1.0)
+
+
+def test_add_alpha_moves_only_pages_in_scope() -> None:
+    beliefs = PageBeliefMemory({"d": 3})
+    beliefs.add_alpha({PageRef("d", 2): 2.0, PageRef("other", 1): 5.0, PageRef("d", 9): 1.0})
+    assert beliefs.get(PageRef("d", 2)) == (3.0, 1.0)
+    assert beliefs.informed_refs() == [PageRef("d", 2)]
+    with pytest.raises(ValueError):
+        beliefs.add_alpha({PageRef("d", 1): -1.0})
+
+
+# ---------------------------------------------------------------- schema as a retrieval field
+
+
+def test_schema_field_ranks_pages_by_section_and_summary() -> None:
+    from llama_index_docmemo.levers.schema_field import bm25_scores, page_fields, schema_ranking
+    from llama_index_docmemo.memory.schema import DocumentSchema
+
+    schema = DocumentSchema(
+        doc_id="d",
+        doc_version="v",
+        n_pages=4,
+        page_sections={1: "Overview", 2: "Employee benefits", 3: "Employee benefits > Pensions"},
+        page_summaries={4: "Pension obligations by plan"},
+    )
+    assert page_fields(schema)[3] == "Employee benefits > Pensions"
+    ranking = schema_ranking("pension plans of employees", [schema])
+    assert list(ranking)[:2] == [PageRef("d", 4), PageRef("d", 3)]
+    assert PageRef("d", 1) not in ranking
+    assert bm25_scores("anything", {}) == {}
+
+
+# ---------------------------------------------------------------- pages the question names
+
+
+def test_named_pages_read_pages_slides_ranges_and_covers() -> None:
+    from llama_index_docmemo.levers.question_refs import named_pages
+
+    assert named_pages("In the cartoon in page 25, what does the hippo represent?", 60) == [25]
+    assert named_pages("How many figures are there from Page 3 to Page 6?", 60) == [3, 4, 5, 6]
+    assert named_pages("In slides 4-6, which colour?", 60) == [4, 5, 6]
+    assert named_pages("What colour is the car on the cover?", 60) == [1]
+    assert named_pages("What is written on the last page?", 60) == [60]
+    assert named_pages("What is on the back cover?", 60) == [60]
+    assert named_pages("What is on page 99?", 60) == []  # outside the document
+    assert named_pages("pages 1 to 40 in total", 60) == [1]  # too wide a range: named start only
+    assert named_pages("What page has a snowflake?", 60) == []
+
+
+def test_labelled_pages_follow_the_reference_graph() -> None:
+    from llama_index_docmemo.levers.question_refs import labelled_pages, mentions_labels
+
+    graph = build_reference_graph({2: "Figure 1: overview", 14: "Figure 9. Results", 20: "text"})
+    assert mentions_labels("In Figure 9, which method is best?")
+    assert not mentions_labels("Which method is best?")
+    assert labelled_pages("Compare Figure 1 and Figure 9", graph) == [2, 14]
+    assert labelled_pages("In Table 4, what?", graph) == []
+    assert graph.defining("figure", "9") == [14]
+
+
+# ---------------------------------------------------------------- primary financial statements
+
+
+def test_metric_questions_search_the_statements_their_inputs_come_from() -> None:
+    from llama_index_docmemo.levers.financial import BALANCE, CASH_FLOW, INCOME, statement_queries
+
+    assert statement_queries("What is the FY2017 return on equity?") == [INCOME, BALANCE]
+    assert statement_queries("What was capital expenditure in 2019?") == [CASH_FLOW]
+    assert statement_queries("Days payable outstanding (DPO) for FY2017?") == [INCOME, BALANCE]
+    assert statement_queries("How many cartoons are in the slides?") == []
+
+
+def test_title_questions_name_the_first_page() -> None:
+    from llama_index_docmemo.levers.question_refs import named_pages
+
+    assert named_pages("What is the title of the slide?", 20) == [1]
+    assert named_pages("What is the title of this presentation?", 20) == [1]
+    assert named_pages("What is the title of Figure 2?", 20) == []

@@ -1,0 +1,125 @@
+"""MetadataFilters -> PageFilter -> Qdrant filters: translation rules and both backends agreeing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from llama_index.core.vector_stores.types import (
+    FilterCondition,
+    FilterOperator,
+    MetadataFilter,
+    MetadataFilters,
+)
+from test_store_backends import BACKENDS, corpus, open_store_on
+
+from llama_index_docmemo.store.filters import FilterError, to_page_filter
+from llama_index_docmemo.types import FieldGroup, FieldMatch, PageFilter, PageRef
+
+
+def mf(*filters: MetadataFilter | MetadataFilters, condition: str = "and") -> MetadataFilters:
+    return MetadataFilters(filters=list(filters), condition=FilterCondition(condition))
+
+
+def eq(key: str, value: object, op: FilterOperator = FilterOperator.EQ) -> MetadataFilter:
+    return MetadataFilter(key=key, value=value, operator=op)  # type: ignore[arg-type]
+
+
+def test_tenant_acl_and_document_lift_into_the_page_filter() -> None:
+    pf = to_page_filter(
+        mf(eq("tenant", "t1"), eq("acl", ["g1", "g2"], FilterOperator.IN), eq("file_name", "a.pdf"))
+    )
+    assert pf == PageFilter(doc_ids=("a.pdf",), tenant="t1", acl_groups=("g1", "g2"))
+
+
+def test_other_keys_and_operators_go_into_where() -> None:
+    pf = to_page_filter(mf(eq("page_label", "3", FilterOperator.GTE), eq("section", "Item 7")))
+    assert pf.tenant is None and pf.doc_ids is None
+    assert pf.where == FieldGroup(
+        "and", (FieldMatch("page", "gte", 3), FieldMatch("section", "eq", "Item 7"))
+    )
+    either = to_page_filter(mf(eq("tenant", "t1"), eq("tenant", "t2"), condition="or"))
+    assert either.tenant is None and either.where is not None
+    assert either.where.clauses[0] == FieldGroup(
+        "or", (FieldMatch("tenant", "eq", "t1"), FieldMatch("tenant", "eq", "t2"))
+    )
+    all_of = to_page_filter(mf(eq("acl", ["g1", "g3"], FilterOperator.ALL)))
+    assert all_of.where == FieldGroup(
+        "and", (FieldGroup("and", (FieldMatch("acl", "eq", "g1"), FieldMatch("acl", "eq", "g3"))),)
+    )
+
+
+def test_a_page_filter_passes_through_and_none_is_everything() -> None:
+    pf = PageFilter(tenant="x")
+    assert to_page_filter(pf) is pf
+    assert to_page_filter(None) == PageFilter()
+
+
+@pytest.mark.parametrize(
+    "filters, message",
+    [
+        (mf(eq("text", "margin", FilterOperator.TEXT_MATCH)), "'text_match' cannot be translated"),
+        (mf(eq("text", "m", FilterOperator.TEXT_MATCH_INSENSITIVE)), "cannot be translated"),
+        (mf(eq("section", "a", FilterOperator.LT)), "'section'.*needs a number"),
+        (mf(eq("page_label", "iv")), "'iv' is not a page number"),
+        (mf(eq("tenant", ["a", "b"], FilterOperator.IN)), "exactly one value"),
+        (MetadataFilters(filters=[]), "without any filter"),
+    ],
+)
+def test_untranslatable_filters_name_key_and_operator(filters, message) -> None:
+    with pytest.raises(FilterError, match=message):
+        to_page_filter(filters)
+
+
+def test_a_wrong_scope_type_is_refused() -> None:
+    with pytest.raises(FilterError, match="PageFilter or MetadataFilters"):
+        to_page_filter({"tenant": "t1"})  # type: ignore[arg-type]
+
+
+CASES = {
+    "page range": (
+        mf(eq("page", 2, FilterOperator.GT), eq("page", 4, FilterOperator.LTE)),
+        lambda d, p: 2 < p <= 4,
+    ),
+    "section": (mf(eq("section", "Section 1")), lambda d, p: p <= 2),
+    "not equal": (
+        mf(eq("file_name", "alpha.pdf", FilterOperator.NE)),
+        lambda d, p: d != "alpha.pdf",
+    ),
+    "nin": (
+        mf(eq("doc_id", ["alpha.pdf", "beta.pdf"], FilterOperator.NIN)),
+        lambda d, p: d == "gamma.pdf",
+    ),
+    "or across keys": (
+        mf(eq("tenant", "t2"), eq("page", 1), condition="or"),
+        lambda d, p: d == "gamma.pdf" or p == 1,
+    ),
+    "nested": (
+        mf(mf(eq("tenant", "t1")), eq("page", 6, FilterOperator.LT)),
+        lambda d, p: d != "gamma.pdf" and p < 6,
+    ),
+    "negated group": (
+        mf(eq("tenant", "t1"), eq("page", 3), condition="not"),
+        lambda d, p: d == "gamma.pdf" and p != 3,
+    ),
+    "acl contains": (mf(eq("acl", "g3", FilterOperator.CONTAINS)), lambda d, p: d == "gamma.pdf"),
+    "file path": (mf(eq("file_path", "/docs/beta.pdf")), lambda d, p: d == "beta.pdf"),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_both_backends_evaluate_translated_filters_alike(backend: str, tmp_path: Path) -> None:
+    store = open_store_on(backend, tmp_path / "store")
+    try:
+        for schema, records, embeddings in corpus():
+            store.upsert_document(schema, records, embeddings)
+        every = {(r.doc_id, r.page) for _, records, _ in corpus() for r in records}
+        for name, (filters, allowed) in CASES.items():
+            pf = to_page_filter(filters)
+            expected = {(d, p) for d, p in every if allowed(d, p)}
+            assert store.count_pages(pf) == len(expected), name
+            pages = store.get_pages([PageRef(d, p) for d, p in sorted(every)], pf)
+            got = {(r.doc_id, r.page) for r in pages}
+            assert got == expected, name
+    finally:
+        store.close()
