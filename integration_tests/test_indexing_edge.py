@@ -23,8 +23,8 @@ def encoder():
     return default_encoder()
 
 
-def _search(store, encoder, query: str, doc: str | None = None) -> list[PageRef]:
-    page_filter = PageFilter(doc_ids=(doc,)) if doc else None
+def _search(store, encoder, query: str, doc: str | None = None, tenant=None) -> list[PageRef]:
+    page_filter = PageFilter(doc_ids=(doc,), tenant=tenant) if doc else None
     hits = store.search(encoder.encode_query(query), limit=3, page_filter=page_filter)
     return [hit.ref for hit in hits]
 
@@ -35,15 +35,15 @@ def test_index_close_reopen_reingest_and_replace(tmp_path: Path, encoder) -> Non
     plain_pdf = make_report(docs / "plain.pdf")
     with open_store(tmp_path / "store", encoder=encoder) as store:
         report = DocumentIndexer(store, encoder, ocr=False).index_paths([docs], tenant="acme")
-        assert report.ok and sorted(report.indexed) == sorted([str(report_pdf), str(plain_pdf)])
+        indexed = sorted([str(report_pdf), str(plain_pdf)])
+        assert report.ok and sorted(report.indexed) == indexed
         assert report.pages == 10 and store.count_pages() == 10
-        assert _search(store, encoder, "widgets sold units revenue table", "report.pdf")[0] == (
-            PageRef("report.pdf", 4)
-        )
+        top = _search(store, encoder, "widgets sold units revenue table", "report.pdf", "acme")
+        assert top[0] == (PageRef("report.pdf", 4))
 
     with open_store(tmp_path / "store", encoder=encoder) as store:
         assert store.count_pages(PageFilter(tenant="acme")) == 10
-        schema = store.get_schema("report.pdf")
+        schema = store.get_schema("report.pdf", tenant="acme")
         assert schema is not None and schema.section_of(5) == "Results > Regional"
         record = store.get_pages([PageRef("report.pdf", 3)])[0]
         assert record.section == "Introduction > Background" and record.tenant == "acme"
@@ -52,11 +52,12 @@ def test_index_close_reopen_reingest_and_replace(tmp_path: Path, encoder) -> Non
         again = indexer.index_paths([docs], tenant="acme")
         assert again.indexed == [] and len(again.unchanged) == 2 and again.pages == 0
 
-        old_version = store.document_version("plain.pdf")
+        old_version = store.document_version("plain.pdf", tenant="acme")
         make_report(plain_pdf, extra="Zeppelin hangar acoustics were measured in spring")
         changed = indexer.index_paths([docs], tenant="acme")
-        assert changed.indexed == [str(plain_pdf)] and changed.unchanged == [str(report_pdf)]
-        assert store.document_version("plain.pdf") not in (None, old_version)
+        assert changed.indexed == [str(plain_pdf)]
+        assert changed.unchanged == [str(report_pdf)]
+        assert store.document_version("plain.pdf", tenant="acme") not in (None, old_version)
         assert store.count_pages() == 10, "the old version's pages are gone"
         assert _search(store, encoder, "zeppelin hangar acoustics")[0] == PageRef("plain.pdf", 5)
 

@@ -60,7 +60,7 @@ from llama_index_docmemo.reasoning.offline import OfflineReasoner
 from llama_index_docmemo.reasoning.vlm import VLMReasoner
 from llama_index_docmemo.retriever import DocMemoRetriever
 from llama_index_docmemo.store import open_store
-from llama_index_docmemo.store.filters import FilterError
+from llama_index_docmemo.store.filters import FilterError, to_page_filter
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fakes_docmemo import ScriptedLLM  # noqa: E402
@@ -107,7 +107,17 @@ def no_settings_llm():
 
 
 def acme() -> MetadataFilters:
-    return MetadataFilters(filters=[MetadataFilter(key="tenant", value="acme")])
+    """Tenant acme, a caller of group finance (ACLs deny by default)."""
+    return MetadataFilters(
+        filters=[
+            MetadataFilter(key="tenant", value="acme"),
+            MetadataFilter(key="acl", value="finance"),
+        ]
+    )
+
+
+TENANT_ACME = MetadataFilter(key="tenant", value="acme")
+GROUP_FINANCE = MetadataFilter(key="acl", value="finance")
 
 
 def engine(indexed, **kw) -> DocMemoQueryEngine:
@@ -245,26 +255,42 @@ def refs(nodes) -> set[tuple[str, int]]:
 def test_metadata_filters_scope_every_path(indexed) -> None:
     store, encoder = indexed
     cases = {
-        "file name": MetadataFilters(filters=[MetadataFilter(key="file_name", value="memo.pdf")]),
+        "file name": MetadataFilters(
+            filters=[TENANT_ACME, MetadataFilter(key="file_name", value="memo.pdf")]
+        ),
         "doc id in": MetadataFilters(
             filters=[
+                TENANT_ACME,
                 MetadataFilter(key="doc_id", value=["memo.pdf"], operator=FilterOperator.IN),
             ]
         ),
         "tenant": MetadataFilters(filters=[MetadataFilter(key="tenant", value="b")]),
-        "acl group": MetadataFilters(filters=[MetadataFilter(key="acl", value="finance")]),
+        "acl group": MetadataFilters(
+            filters=[
+                TENANT_ACME,
+                GROUP_FINANCE,
+                MetadataFilter(key="file_name", value="report.pdf"),
+            ]
+        ),
         "page range": MetadataFilters(
             filters=[
-                MetadataFilter(key="tenant", value="acme"),
+                TENANT_ACME,
+                GROUP_FINANCE,
                 MetadataFilter(key="page_label", value="3", operator=FilterOperator.LTE),
             ]
         ),
         "or": MetadataFilters(
             filters=[
-                MetadataFilter(key="file_name", value="other.pdf"),
-                MetadataFilter(key="file_name", value="memo.pdf"),
-            ],
-            condition=FilterCondition.OR,
+                TENANT_ACME,
+                GROUP_FINANCE,
+                MetadataFilters(
+                    filters=[
+                        MetadataFilter(key="file_name", value="report.pdf"),
+                        MetadataFilter(key="file_name", value="memo.pdf"),
+                    ],
+                    condition=FilterCondition.OR,
+                ),
+            ]
         ),
         "not equal": MetadataFilters(
             filters=[
@@ -279,7 +305,7 @@ def test_metadata_filters_scope_every_path(indexed) -> None:
         "tenant": lambda d, p: d == "other.pdf",
         "acl group": lambda d, p: d == "report.pdf",
         "page range": lambda d, p: d != "other.pdf" and p <= 3,
-        "or": lambda d, p: d in ("other.pdf", "memo.pdf"),
+        "or": lambda d, p: d in ("report.pdf", "memo.pdf"),
         "not equal": lambda d, p: d == "memo.pdf",
     }
     for name, filters in cases.items():
@@ -470,5 +496,6 @@ def test_drop_in_example_reads_with_the_apps_llm(indexed, tmp_path) -> None:
         Settings.llm = QwenVL(model=MODEL, api_base=server.url, timeout=10, max_retries=1)
         before, after = module.engines(store, encoder)
         assert isinstance(after.reasoner, VLMReasoner) and after.reasoner.llm is Settings._llm
+        after.retriever.page_filter = to_page_filter(acme())  # the fixture's documents are acme's
         answer = after.query(QUESTION)
     assert server.requests and str(answer)

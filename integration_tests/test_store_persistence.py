@@ -70,8 +70,8 @@ def test_store_survives_close_and_reopen(tmp_path: Path, backend: str) -> None:
         before = [(h.ref, h.score, h.record) for h in store.search(QUERY, limit=5)]
     with open_on_disk(backend, path, fusion="dbsf") as store:
         assert store.count_pages() == 5
-        assert store.document_version("a.pdf") == "v2"
-        assert store.get_schema("b.pdf") == document("b.pdf", "v1", 3, seed=2)[0]
+        assert store.document_version("a.pdf", tenant="t") == "v2"
+        assert store.get_schema("b.pdf", tenant="t") == document("b.pdf", "v1", 3, seed=2)[0]
         after = store.search(QUERY, limit=5)
         assert [(h.ref, h.record) for h in after] == [(ref, record) for ref, _, record in before]
         assert [h.score for h in after] == pytest.approx([score for _, score, _ in before])
@@ -109,7 +109,10 @@ def test_edge_refuses_folders_that_hold_something_else(tmp_path: Path) -> None:
 
 
 def test_edge_store_open_twice_is_a_clear_error(tmp_path: Path) -> None:
-    with open_on_disk("edge", tmp_path / "s"), pytest.raises(StoreError, match="cannot open"):
+    with (
+        open_on_disk("edge", tmp_path / "s"),
+        pytest.raises(StoreError, match="open in another process"),
+    ):
         open_on_disk("edge", tmp_path / "s")
 
 

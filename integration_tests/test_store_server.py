@@ -206,7 +206,7 @@ async def test_server_store_matches_local_mode(fake: tuple[FakeQdrant, str]) -> 
         ):
             assert [h.record for h in got] == [h.record for h in expected]
             assert [h.score for h in got] == pytest.approx([h.score for h in expected])
-    assert remote.document_version("a.pdf") == "v2" and remote.count_pages() == 6
+    assert remote.document_version("a.pdf", tenant="t1") == "v2" and remote.count_pages() == 6
     assert remote.get_pages([PageRef("b.pdf", 2)]) == local.get_pages([PageRef("b.pdf", 2)])
     assert remote.list_documents() == local.list_documents()
 
@@ -221,7 +221,18 @@ async def test_server_store_matches_local_mode(fake: tuple[FakeQdrant, str]) -> 
     assert create["vectors"]["multi"]["multivector_config"]["comparator"] == "max_sim"
     assert create["sparse_vectors"]["lexical"]["modifier"] == "idf"
     indexed = {body["field_name"] for method, path, body in backend.requests if "/index" in path}
-    assert indexed == {"doc_id", "doc_version", "tenant", "acl", "kind", "page"}
+    assert indexed == {
+        "doc_id",
+        "doc_version",
+        "tenant",
+        "acl",
+        "kind",
+        "page",
+        "tenant_key",
+        "access",
+        "doc_key",
+        "revision",
+    }
     writes = [path for method, path, _ in backend.requests if method == "PUT" and "/points" in path]
     assert writes and all("ordering=strong" in p and "wait=true" in p for p in writes)
     assert all("timeout=2" in p for p in writes)

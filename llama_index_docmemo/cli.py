@@ -1,4 +1,4 @@
-"""The ``docmemo`` command: index PDFs, search pages, ask questions, run the demo and evaluations."""
+"""The ``docmemo`` command: index, list and delete documents, search pages, ask questions, demo, eval."""
 
 from __future__ import annotations
 
@@ -130,18 +130,28 @@ def _page_filter(args: argparse.Namespace) -> Any:
     from llama_index_docmemo.types import PageFilter
 
     return PageFilter(
-        doc_ids=tuple(args.doc) if args.doc else None,
+        doc_ids=tuple(args.doc) if getattr(args, "doc", None) else None,
         tenant=args.tenant,
         acl_groups=tuple(args.acl_group) if args.acl_group else None,
     )
 
 
-def _add_scope_args(parser: argparse.ArgumentParser) -> None:
+def _add_scope_args(parser: argparse.ArgumentParser, *, docs: bool = True) -> None:
+    if docs:
+        parser.add_argument(
+            "--doc",
+            action="append",
+            help="restrict to this document (its id: the path relative to the folder indexed, "
+            "e.g. 2023/10k.pdf); repeatable",
+        )
     parser.add_argument(
-        "--doc", action="append", help="restrict to this document (file name); repeatable"
+        "--tenant", default=None, help="caller's tenant (none: documents indexed without one)"
     )
-    parser.add_argument("--tenant", default=None)
-    parser.add_argument("--acl-group", action="append", help="caller's access group; repeatable")
+    parser.add_argument(
+        "--acl-group",
+        action="append",
+        help="caller's access group; repeatable (none: documents without an ACL only)",
+    )
 
 
 # -- commands -----------------------------------------------------------------------------------
@@ -155,28 +165,91 @@ def cmd_index(args: argparse.Namespace) -> int:
         from llama_index_docmemo.ingest.summaries import VLMPageSummarizer
 
         summarizer = VLMPageSummarizer(llm)
+    if args.id is not None and len(args.paths) != 1:
+        raise DocMemoError("--id names one document: give exactly one PDF file with it")
     with _store(args, encoder, create=True) as store:
         indexer = DocumentIndexer(store, encoder, ocr=args.ocr, summarizer=summarizer)
-        report = indexer.index_paths(
-            args.paths, tenant=args.tenant, acl=args.acl or None, progress=not args.quiet
-        )
+        if args.id is not None:
+            report = indexer.index_file(
+                args.paths[0], doc_id=args.id, tenant=args.tenant, acl=args.acl or None
+            )
+        else:
+            report = indexer.index_paths(
+                args.paths,
+                tenant=args.tenant,
+                acl=args.acl or None,
+                root=args.root,
+                progress=not args.quiet,
+            )
         if args.layout != "none":
-            _index_layouts(store, report.indexed, args.layout)
+            report.warnings += _index_layouts(report.indexed, args.layout)
     print(report.summary())
     return 1 if report.failed else 0
 
 
-def _index_layouts(store: Any, sources: list[str], method: str) -> None:
-    """Compute and cache table/figure layout for newly indexed files (crops at query time)."""
+def _index_layouts(sources: list[str], method: str) -> list[str]:
+    """Compute and cache table/figure layout for newly indexed files (crops at query time).
+
+    A file whose layout cannot be computed is a warning (crops refine answers, they are not
+    needed to find pages); returns those warnings.
+    """
     from llama_index_docmemo.ingest.layout.mineru_cli import index_layout
-    from llama_index_docmemo.ingest.pdf import file_sha256
+    from llama_index_docmemo.ingest.pdf import RENDER_ERRORS, file_sha256
     from llama_index_docmemo.postprocessors.crops import CropPostprocessor
 
     cache = CropPostprocessor().layout_cache
+    warnings: list[str] = []
     for source in sources:
-        blocks = index_layout(source, file_sha256(source), cache, method=method)
+        try:
+            blocks = index_layout(source, file_sha256(source), cache, method=method)
+        except (DocMemoError, OSError, *RENDER_ERRORS) as exc:
+            warnings.append(f"layout ({method}) of {source} skipped: {exc}")
+            continue
         n = sum(len(b) for b in blocks.values())
         print(f"layout ({method}): {source}: {n} blocks on {len(blocks)} pages")
+    return warnings
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """The documents the caller (tenant, groups) may see, one per line or as JSON."""
+    encoder = _encoder(args)
+    with _store(args, encoder) as store:
+        schemas = store.list_documents(_page_filter(args))
+    rows = [
+        {
+            "doc": s.doc_id,
+            "pages": s.n_pages,
+            "version": s.doc_version[:12],
+            "tenant": s.tenant,
+            "acl": s.acl,
+            "source": s.source,
+        }
+        for s in schemas
+    ]
+    if args.json:
+        print(json.dumps(rows))
+    else:
+        for row in rows:
+            acl = ",".join(row["acl"]) or "-"
+            print(f"{row['doc']}\t{row['pages']} pages\tacl {acl}\t{row['source']}")
+        print(f"{len(rows)} documents")
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    """Delete documents of one tenant by id; a missing one is an error (exit 1), the rest go."""
+    encoder = _encoder(args)
+    missing: list[str] = []
+    with _store(args, encoder) as store:
+        for doc_id in args.docs:
+            if store.delete_document(doc_id, tenant=args.tenant):
+                print(f"deleted {doc_id}")
+            else:
+                missing.append(doc_id)
+    where = f"tenant {args.tenant!r}" if args.tenant is not None else "no tenant"
+    for doc_id in missing:
+        print(f"docmemo: no document {doc_id!r} ({where}); see docmemo list", file=sys.stderr)
+    return 1 if missing else 0
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -199,15 +272,20 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     from llama_index_docmemo.query_engine import DocMemoQueryEngine
+    from llama_index_docmemo.types import PageFilter
 
     encoder = _encoder(args)
     with _store(args, encoder) as store:
         scope = _page_filter(args)
         if store.count_pages(scope) == 0:
+            # only documents this caller may see are named (never another tenant's)
+            visible = store.list_documents(
+                PageFilter(tenant=scope.tenant, acl_groups=scope.acl_groups)
+            )
             raise DocMemoError(
                 f"no pages visible in {args.url or args.store or DEFAULT_STORE} for this scope "
                 f"(--doc {args.doc}, --tenant {args.tenant}, --acl-group {args.acl_group}); "
-                f"documents there: {', '.join(d.doc_id for d in store.list_documents()) or 'none'}"
+                f"documents you may read there: {', '.join(d.doc_id for d in visible) or 'none'}"
             )
         engine = DocMemoQueryEngine.from_defaults(
             store=store,
@@ -276,8 +354,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", type=Path)
     _add_store_args(p)
     _add_llm_args(p)
-    p.add_argument("--tenant", default=None)
-    p.add_argument("--acl", action="append", help="access group allowed to read; repeatable")
+    p.add_argument("--tenant", default=None, help="owner of these documents (a separate space)")
+    p.add_argument(
+        "--acl",
+        action="append",
+        help="access group allowed to read; repeatable (none: every caller of the tenant)",
+    )
+    p.add_argument(
+        "--root",
+        type=Path,
+        default=None,
+        help="doc ids are paths relative to this folder (default: each folder given; for files "
+        "given one by one, their common folder)",
+    )
+    p.add_argument("--id", default=None, help="explicit doc id for a single PDF file")
     p.add_argument("--ocr", choices=["auto", "on", "off"], default="auto")
     p.add_argument(
         "--layout",
@@ -287,6 +377,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_index)
+
+    p = sub.add_parser("list", help="documents in the store (of one tenant, visible to groups)")
+    _add_store_args(p)
+    _add_scope_args(p, docs=False)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("delete", help="delete documents (of one tenant) and all their pages")
+    p.add_argument("docs", nargs="+", metavar="DOC", help="doc id as shown by docmemo list")
+    _add_store_args(p)
+    p.add_argument("--tenant", default=None, help="the documents' tenant (none: untenanted)")
+    p.set_defaults(func=cmd_delete)
 
     p = sub.add_parser("search", help="top pages for a query (one round, no reasoning)")
     p.add_argument("query")

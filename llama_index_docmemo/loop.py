@@ -13,6 +13,7 @@ among the candidates, and records only for pages retrieved or selected.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,7 +34,7 @@ from llama_index.core.instrumentation.events.retrieval import (
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_index_docmemo.config import DocMemoConfig
-from llama_index_docmemo.errors import LLMError, QuestionError
+from llama_index_docmemo.errors import IngestError, LLMError, QuestionError
 from llama_index_docmemo.events import (
     DocMemoRoundEndEvent,
     DocMemoRoundStartEvent,
@@ -809,7 +810,11 @@ class DocMemoLoop:
         path = cache / "pages" / f"{record.doc_version[:16]}-p{record.page}.png"
         if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)
-            render_page(record.source, record.page, 1500).save(path, format="PNG")
+            try:
+                render_page(record.source, record.page, 1500).save(path, format="PNG")
+            except IngestError as exc:  # a page MuPDF cannot render keeps its text
+                logging.getLogger(__name__).warning("no evidence image: %s", exc)
+                return None
         return path
 
     def _round_trace(

@@ -99,12 +99,14 @@ class PageHit:
 
 @dataclass(frozen=True)
 class PageFilter:
-    """Access and scope constraints applied inside Qdrant on every path.
+    """Access and scope constraints applied inside Qdrant on every path (deny by default; the
+    rules live in :mod:`llama_index_docmemo.store.access`).
 
     Args:
         doc_ids: restrict to these documents (None: all the caller may see).
-        tenant: only pages of this tenant.
-        acl_groups: only pages whose ``acl`` shares a group with these (None: no ACL check).
+        tenant: the caller's tenant (None: only documents indexed without a tenant).
+        acl_groups: the caller's groups: documents without an ACL, and those whose ACL shares a
+            group with these (None or empty: documents without an ACL only).
         where: further conditions on any stored payload key (from ``MetadataFilters``).
     """
 

@@ -18,6 +18,7 @@ from llama_index.core.llms.callbacks import llm_completion_callback
 from llama_index_docmemo.encoders.base import PageEncoder
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.reasoning.base import EvidenceNote, Feedback, Reasoner, ReasoningInput
+from llama_index_docmemo.store.access import admits
 from llama_index_docmemo.store.base import PageStore
 from llama_index_docmemo.types import (
     PageEmbedding,
@@ -80,25 +81,26 @@ class MemoryPageStore(PageStore):
         for record in pages:
             self.pages[record.ref] = record
 
-    def document_version(self, doc_id: str) -> str | None:
-        return self.schemas[doc_id].doc_version if doc_id in self.schemas else None
+    def document_version(self, doc_id: str, *, tenant: str | None = None) -> str | None:
+        schema = self.get_schema(doc_id, tenant=tenant)
+        return schema.doc_version if schema else None
 
-    def get_schema(self, doc_id: str) -> DocumentSchema | None:
-        return self.schemas.get(doc_id)
+    def get_schema(self, doc_id: str, *, tenant: str | None = None) -> DocumentSchema | None:
+        schema = self.schemas.get(doc_id)
+        return schema if schema is not None and schema.tenant == tenant else None
 
     def _visible(self, record_or_schema, page_filter: PageFilter | None) -> bool:
-        if page_filter is None:
-            return True
-        if page_filter.doc_ids is not None and record_or_schema.doc_id not in page_filter.doc_ids:
+        doc_ids = page_filter.doc_ids if page_filter is not None else None
+        if doc_ids is not None and record_or_schema.doc_id not in doc_ids:
             return False
-        return page_filter.tenant is None or record_or_schema.tenant == page_filter.tenant
+        return admits(page_filter, record_or_schema.tenant, record_or_schema.acl)
 
     def list_documents(self, page_filter: PageFilter | None = None) -> list[DocumentSchema]:
         return [s for s in self.schemas.values() if self._visible(s, page_filter)]
 
-    def delete_document(self, doc_id: str) -> None:
-        self.schemas.pop(doc_id, None)
+    def delete_document(self, doc_id: str, *, tenant: str | None = None) -> bool:
         self.pages = {r: p for r, p in self.pages.items() if r.doc_id != doc_id}
+        return self.schemas.pop(doc_id, None) is not None
 
     def search(self, query, *, limit, page_filter=None, prefetch_limit=None) -> list[PageHit]:
         self.searches += 1

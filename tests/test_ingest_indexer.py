@@ -63,19 +63,20 @@ class DictStore(PageStore):
         self.records[schema.doc_id] = list(pages)
         self.upserts.append(schema.doc_id)
 
-    def document_version(self, doc_id: str) -> str | None:
-        schema = self.schemas.get(doc_id)
+    def document_version(self, doc_id: str, *, tenant: str | None = None) -> str | None:
+        schema = self.get_schema(doc_id, tenant=tenant)
         return schema.doc_version if schema else None
 
-    def get_schema(self, doc_id: str) -> DocumentSchema | None:
-        return self.schemas.get(doc_id)
+    def get_schema(self, doc_id: str, *, tenant: str | None = None) -> DocumentSchema | None:
+        schema = self.schemas.get(doc_id)
+        return schema if schema is not None and schema.tenant == tenant else None
 
     def list_documents(self, page_filter: PageFilter | None = None) -> list[DocumentSchema]:
         return list(self.schemas.values())
 
-    def delete_document(self, doc_id: str) -> None:
-        self.schemas.pop(doc_id, None)
+    def delete_document(self, doc_id: str, *, tenant: str | None = None) -> bool:
         self.records.pop(doc_id, None)
+        return self.schemas.pop(doc_id, None) is not None
 
     def search(self, query, *, limit, page_filter=None, prefetch_limit=None) -> list[PageHit]:  # type: ignore[override]
         return []
@@ -131,8 +132,10 @@ def test_unchanged_file_is_skipped_and_changed_file_replaced(tmp_path: Path, par
     changed = indexer.index_paths([path])
     assert changed.indexed == [str(path)]
     assert "closing remark" in store.records["report.pdf"][4].text
-    moved = indexer.index_paths([path], tenant="other")
-    assert moved.indexed == [str(path)], "new access fields re-index an unchanged file"
+    regrouped = indexer.index_paths([path], acl=["finance"])
+    assert regrouped.indexed == [str(path)], "a new ACL re-indexes an unchanged file"
+    other = indexer.index_paths([path], tenant="other")
+    assert other.indexed == [str(path)], "another tenant's document of the same name"
 
 
 def test_bad_files_are_listed_and_good_ones_indexed(tmp_path: Path, parts) -> None:
@@ -151,13 +154,39 @@ def test_bad_files_are_listed_and_good_ones_indexed(tmp_path: Path, parts) -> No
     assert "7 failed" in report.summary()
 
 
-def test_same_file_name_twice_in_a_batch_fails_the_second(tmp_path: Path, parts) -> None:
+def test_same_file_name_in_two_folders_gives_two_documents(tmp_path: Path, parts) -> None:
     store, encoder = parts
     first = make_report(tmp_path / "a" / "r.pdf")
     second = make_report(tmp_path / "b" / "r.pdf", extra="other")
     report = DocumentIndexer(store, encoder, ocr=False).index_paths([first, second, first])
-    assert report.indexed == [str(first)]
-    assert report.failed[0][0] == str(second) and "already taken" in report.failed[0][1]
+    assert report.indexed == [str(first), str(second)] and report.ok
+    assert report.doc_ids == {str(first): "a/r.pdf", str(second): "b/r.pdf"}
+    assert store.records["a/r.pdf"][0].source == str(first.resolve())
+
+
+def test_one_doc_id_twice_in_a_batch_fails_the_second(tmp_path: Path, parts) -> None:
+    store, encoder = parts
+    in_folder = make_report(tmp_path / "a" / "r.pdf")
+    loose = make_report(tmp_path / "b" / "r.pdf", extra="other")
+    report = DocumentIndexer(store, encoder, ocr=False).index_paths([tmp_path / "a", loose])
+    assert report.indexed == [str(in_folder)]
+    assert report.failed[0][0] == str(loose) and "already taken" in report.failed[0][1]
+
+
+def test_root_and_explicit_ids(tmp_path: Path, parts) -> None:
+    store, encoder = parts
+    nested = make_report(tmp_path / "pdfs" / "2023" / "10k.pdf")
+    outside = make_report(tmp_path / "elsewhere.pdf")
+    indexer = DocumentIndexer(store, encoder, ocr=False)
+    report = indexer.index_paths([nested, outside], root=tmp_path / "pdfs")
+    assert report.doc_ids == {str(nested): "2023/10k.pdf"}
+    assert report.failed == [(str(outside), f"outside the indexed root {tmp_path / 'pdfs'}")]
+    explicit = indexer.index_file(outside, doc_id="contracts/42")
+    assert explicit.indexed == [str(outside)] and "contracts/42" in store.schemas
+    with pytest.raises(ValueError, match="doc_id"):
+        indexer.index_file(outside, doc_id="bad\nid")
+    with pytest.raises(ValueError, match="tenant"):
+        indexer.index_paths([outside], tenant="")
 
 
 def test_unread_pages_are_reported_with_a_warning(tmp_path: Path, parts) -> None:
@@ -205,9 +234,14 @@ def test_expand_paths_recurses_folders_for_pdfs_only(tmp_path: Path) -> None:
     (tmp_path / "sub").mkdir()
     for name in ("b.pdf", "a.PDF", "sub/c.pdf", "notes.txt"):
         (tmp_path / name).write_bytes(b"%PDF-")
-    files, missing = expand_paths([tmp_path, tmp_path / "b.pdf", tmp_path / "nope"])
-    assert [f.relative_to(tmp_path).as_posix() for f in files] == ["a.PDF", "b.pdf", "sub/c.pdf"]
-    assert missing == [str(tmp_path / "nope")]
+    files, failed, skipped = expand_paths([tmp_path, tmp_path / "b.pdf", tmp_path / "nope"])
+    assert [f.doc_id for f in files] == ["a.PDF", "b.pdf", "sub/c.pdf"]
+    assert [f.path.relative_to(tmp_path).as_posix() for f in files] == [
+        "a.PDF",
+        "b.pdf",
+        "sub/c.pdf",
+    ]
+    assert failed == [(str(tmp_path / "nope"), "no such file or folder")] and skipped == []
 
 
 def test_report_summary_lists_failures() -> None:
@@ -220,3 +254,19 @@ def test_report_summary_lists_failures() -> None:
 def test_bad_batch_size(parts) -> None:
     with pytest.raises(ValueError, match="batch_size"):
         DocumentIndexer(*parts, ocr=False, batch_size=0)
+
+
+def test_index_documents_ids_are_paths_relative_to_their_common_folder(
+    tmp_path: Path, parts
+) -> None:
+    store, encoder = parts
+    first = make_report(tmp_path / "a" / "r.pdf")
+    second = make_report(tmp_path / "b" / "r.pdf", extra="other")
+    docs = [
+        Document(text=f"page {n}", metadata={"file_path": str(path), "source": str(n)})
+        for path in (first, second)
+        for n in (1, 2)
+    ]
+    report = DocumentIndexer(store, encoder, ocr=False).index_documents(docs)
+    assert report.ok and report.doc_ids == {str(first): "a/r.pdf", str(second): "b/r.pdf"}
+    assert store.schemas["b/r.pdf"].source == str(second.resolve())

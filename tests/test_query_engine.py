@@ -224,7 +224,7 @@ def test_per_query_state_holds_only_what_the_query_touched(store) -> None:
     touched = set(loop.retrieval) | loop.read
     assert len(loop.beliefs) <= len(touched) + 4 * len(loop.episodic.useful_pages)
     assert loop.pages_known == sum(store.schemas[d].n_pages for d in loop.schema.schemas)
-    assert loop.pages_in_scope() == store.count_pages()
+    assert loop.pages_in_scope() == store.count_pages(PageFilter())
 
 
 def test_unanswerable_is_accepted_once_the_whole_scope_was_read(store) -> None:
@@ -233,7 +233,7 @@ def test_unanswerable_is_accepted_once_the_whole_scope_was_read(store) -> None:
         encoder=BagOfWordsEncoder(),
         reasoner=Unsure("unanswerable"),
         config=DocMemoConfig(pages_per_round=5),
-        page_filter=PageFilter(doc_ids=("other.pdf",)),
+        page_filter=PageFilter(doc_ids=("other.pdf",), tenant="other"),
         evidence_images=False,
     )
     for result in (small.run(QUESTION), asyncio.run(small.arun(QUESTION))):

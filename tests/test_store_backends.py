@@ -26,6 +26,7 @@ from llama_index_docmemo.types import (
 )
 
 DIM = 16
+G12 = ("g1", "g2")
 VOCAB = 40
 BACKENDS = ("edge", "client")
 
@@ -173,9 +174,10 @@ def maxsim_ranking(documents: list[Document], query: PageEmbedding) -> list[tupl
 
 def test_upsert_stores_pages_and_schema(shared: PageStore) -> None:
     assert shared.count_pages() == 15
-    assert shared.document_version("beta.pdf") == "b1"
+    assert shared.document_version("beta.pdf", tenant="t1") == "b1"
+    assert shared.document_version("beta.pdf") is None  # identity is (tenant, doc id)
     assert shared.document_version("missing.pdf") is None
-    assert shared.get_schema("gamma.pdf") == corpus()[2][0]
+    assert shared.get_schema("gamma.pdf", tenant="t2") == corpus()[2][0]
     assert shared.get_schema("missing.pdf") is None
     assert [s.doc_id for s in shared.list_documents()] == ["alpha.pdf", "beta.pdf", "gamma.pdf"]
     hit = shared.search(make_query(0, sparse=False), limit=1)[0]
@@ -198,21 +200,22 @@ def test_reupsert_same_version_is_idempotent(store: PageStore) -> None:
 
 def test_new_version_replaces_every_page(store: PageStore) -> None:
     store.upsert_document(*make_document("alpha.pdf", "a2", 3, seed=9, tenant="t1", acl=("g1",)))
-    assert store.document_version("alpha.pdf") == "a2"
-    assert store.count_pages(PageFilter(doc_ids=("alpha.pdf",))) == 3
+    assert store.document_version("alpha.pdf", tenant="t1") == "a2"
+    only_alpha = PageFilter(doc_ids=("alpha.pdf",), tenant="t1", acl_groups=("g1",))
+    assert store.count_pages(only_alpha) == 3
     assert store.count_pages() == 12
-    hits = store.search(make_query(2), limit=50, page_filter=PageFilter(doc_ids=("alpha.pdf",)))
+    hits = store.search(make_query(2), limit=50, page_filter=only_alpha)
     assert {h.record.doc_version for h in hits} == {"a2"} and len(hits) == 3
     pages = store.get_pages([PageRef("alpha.pdf", p) for p in range(1, 7)])
     assert [(r.page, r.doc_version) for r in pages] == [(1, "a2"), (2, "a2"), (3, "a2")]
 
 
 def test_failed_upsert_keeps_what_was_stored(store: PageStore) -> None:
-    schema, records, embeddings = make_document("alpha.pdf", "a2", 6, seed=9)
+    schema, records, embeddings = make_document("alpha.pdf", "a2", 6, seed=9, tenant="t1")
     bad = PageEmbedding(np.ones((2, DIM + 1), np.float32), np.ones(DIM, np.float32))
     with pytest.raises(StoreError, match=r"'alpha.pdf'.*page 4: multivector.*\(2, 17\)"):
         store.upsert_document(schema, records, [*embeddings[:3], bad, *embeddings[4:]])
-    assert store.document_version("alpha.pdf") == "a1"
+    assert store.document_version("alpha.pdf", tenant="t1") == "a1"
     assert store.count_pages() == 15
     assert {r.doc_version for r in store.get_pages([PageRef("alpha.pdf", 1)])} == {"a1"}
 
@@ -227,13 +230,15 @@ def test_query_with_wrong_dimension_is_rejected(shared: PageStore) -> None:
 @pytest.mark.parametrize(
     ("page_filter", "allowed"),
     [
-        (PageFilter(doc_ids=("beta.pdf", "gamma.pdf")), {"beta.pdf", "gamma.pdf"}),
-        (PageFilter(tenant="t1"), {"alpha.pdf", "beta.pdf"}),
-        (PageFilter(acl_groups=("g3", "nobody")), {"gamma.pdf"}),
+        (PageFilter(doc_ids=("beta.pdf", "gamma.pdf"), tenant="t1", acl_groups=G12), {"beta.pdf"}),
+        (PageFilter(tenant="t1", acl_groups=G12), {"alpha.pdf", "beta.pdf"}),
+        (PageFilter(tenant="t2", acl_groups=("g3", "nobody")), {"gamma.pdf"}),
         (PageFilter(tenant="t1", acl_groups=("g1",)), {"alpha.pdf"}),
-        (PageFilter(doc_ids=()), set()),
-        (PageFilter(acl_groups=()), set()),
-        (PageFilter(tenant="t9"), set()),
+        (PageFilter(tenant="t1"), set()),  # deny by default: every t1 document has an ACL
+        (PageFilter(acl_groups=("g1", "g2", "g3")), set()),  # no tenant: untenanted only
+        (PageFilter(doc_ids=(), tenant="t1", acl_groups=G12), set()),
+        (PageFilter(tenant="t1", acl_groups=()), set()),
+        (PageFilter(tenant="t9", acl_groups=G12), set()),
     ],
 )
 def test_filters_apply_to_search_count_and_listing(
@@ -311,7 +316,7 @@ def test_get_pages_keeps_order_filters_and_skips_missing(shared: PageStore) -> N
         PageRef("alpha.pdf", 2),
         PageRef("beta.pdf", 1),
     ]
-    only_t1 = shared.get_pages(wanted, PageFilter(tenant="t1"))
+    only_t1 = shared.get_pages(wanted, PageFilter(tenant="t1", acl_groups=G12))
     assert [r.ref for r in only_t1] == [PageRef("alpha.pdf", 2), PageRef("beta.pdf", 1)]
     assert shared.get_pages(wanted, PageFilter(acl_groups=())) == []
     assert shared.get_pages([]) == []
@@ -319,19 +324,22 @@ def test_get_pages_keeps_order_filters_and_skips_missing(shared: PageStore) -> N
 
 
 def test_delete_document_removes_pages_and_schema(store: PageStore) -> None:
-    store.delete_document("beta.pdf")
+    assert not store.delete_document("beta.pdf")  # no such document without a tenant
+    assert store.count_pages() == 15
+    assert store.delete_document("beta.pdf", tenant="t1")
     assert store.count_pages() == 11
-    assert store.document_version("beta.pdf") is None
-    assert store.get_schema("beta.pdf") is None
+    assert store.document_version("beta.pdf", tenant="t1") is None
+    assert store.get_schema("beta.pdf", tenant="t1") is None
     assert "beta.pdf" not in {h.ref.doc_id for h in store.search(make_query(7), limit=50)}
-    store.delete_document("never-stored.pdf")
+    assert not store.delete_document("never-stored.pdf")
     assert store.count_pages() == 11
 
 
 async def test_asearch_matches_search(shared: PageStore) -> None:
     query = make_query(8)
-    page_filter = PageFilter(tenant="t1")
+    page_filter = PageFilter(tenant="t1", acl_groups=G12)
     expected = shared.search(query, limit=4, page_filter=page_filter)
+    assert len(expected) == 4
     got = await shared.asearch(query, limit=4, page_filter=page_filter)
     assert [(h.ref, h.score) for h in got] == [(h.ref, h.score) for h in expected]
 
@@ -385,9 +393,9 @@ def test_backends_agree_on_search(open_backend: StoreFactory, fusion: str, idf_s
         client.upsert_document(*document)
     filters = [
         None,
-        PageFilter(tenant="t1"),
-        PageFilter(doc_ids=("gamma.pdf",)),
-        PageFilter(acl_groups=("g1",)),
+        PageFilter(tenant="t1", acl_groups=G12),
+        PageFilter(doc_ids=("gamma.pdf",), tenant="t2", acl_groups=("g3",)),
+        PageFilter(tenant="t1", acl_groups=("g1",)),
     ]
     for seed in range(4):
         for sparse in (False, True):
@@ -404,9 +412,49 @@ def test_backends_agree_on_documents_and_pages(open_backend: StoreFactory) -> No
         for document in corpus():
             store.upsert_document(*document)
         store.upsert_document(*make_document("beta.pdf", "b2", 2, seed=8, tenant="t1", acl=("g2",)))
-        store.delete_document("gamma.pdf")
+        store.delete_document("gamma.pdf", tenant="t2")
     everything = [PageRef(d, p) for d in ("alpha.pdf", "beta.pdf", "gamma.pdf") for p in range(7)]
-    for page_filter in (None, PageFilter(acl_groups=("g2",)), PageFilter(tenant="t2")):
+    for page_filter in (
+        None,
+        PageFilter(tenant="t1", acl_groups=("g2",)),
+        PageFilter(tenant="t2", acl_groups=("g1",)),
+    ):
         assert edge.count_pages(page_filter) == client.count_pages(page_filter)
         assert edge.list_documents(page_filter) == client.list_documents(page_filter)
         assert edge.get_pages(everything, page_filter) == client.get_pages(everything, page_filter)
+
+
+def test_an_uncommitted_version_is_invisible_and_recovered(store: PageStore) -> None:
+    """Pages written before their record flips (a crash mid-write) are never returned."""
+    from llama_index_docmemo.store import _layout as L
+
+    schema, records, embeddings = make_document(
+        "alpha.pdf", "a2", 6, seed=9, tenant="t1", acl=("g1",)
+    )
+    pages, record = L.document_points(schema, records, embeddings, dim=DIM, use_sparse=True)
+    store._write([L.journal_point(record.id, str(record.payload[L.REVISION]))])  # type: ignore[attr-defined]
+    store._write(pages[:4])  # type: ignore[attr-defined]
+    store._writes_in_flight += 1  # type: ignore[attr-defined]  # as if another thread were writing
+    scope = PageFilter(doc_ids=("alpha.pdf",), tenant="t1", acl_groups=("g1",))
+    hits = store.search(make_query(2), limit=50, page_filter=scope)
+    assert len(hits) == 6 and {h.record.doc_version for h in hits} == {"a1"}
+    wanted = [PageRef("alpha.pdf", p) for p in range(1, 7)]
+    assert {r.doc_version for r in store.get_pages(wanted, scope)} == {"a1"}
+    store._writes_in_flight -= 1  # type: ignore[attr-defined]
+    assert store.recover() == 1 and store.count_pages() == 15
+    assert store.recover() == 0
+
+
+def test_same_doc_id_in_two_tenants_is_two_documents(store: PageStore) -> None:
+    store.upsert_document(*make_document("alpha.pdf", "z1", 2, seed=5, tenant="t2"))
+    assert store.document_version("alpha.pdf", tenant="t1") == "a1"
+    assert store.document_version("alpha.pdf", tenant="t2") == "z1"
+    assert store.count_pages() == 17
+    everything = store.search(make_query(3), limit=50)  # the owner's view: both, never fused
+    assert len(everything) == 17
+    assert sorted(h.record.tenant for h in everything if h.ref == PageRef("alpha.pdf", 1)) == [
+        "t1",
+        "t2",
+    ]
+    assert store.delete_document("alpha.pdf", tenant="t2")
+    assert store.document_version("alpha.pdf", tenant="t1") == "a1" and store.count_pages() == 15

@@ -86,11 +86,19 @@ def test_negatives_push_similar_pages_down(shared: PageStore) -> None:
 
 
 def test_filters_apply_to_results_and_examples(shared: PageStore) -> None:
-    scoped = shared.feedback_search([A1], limit=20, page_filter=PageFilter(tenant="t1"))
-    assert {h.ref.doc_id for h in scoped} <= {"alpha.pdf", "beta.pdf"}
-    acl = shared.feedback_search([A1], limit=20, page_filter=PageFilter(acl_groups=("g2",)))
+    t1 = PageFilter(tenant="t1", acl_groups=("g1", "g2"))
+    scoped = shared.feedback_search([A1], limit=20, page_filter=t1)
+    assert scoped and {h.ref.doc_id for h in scoped} <= {"alpha.pdf", "beta.pdf"}
+    acl = shared.feedback_search(
+        [A1], limit=20, page_filter=PageFilter(tenant="t1", acl_groups=("g2",))
+    )
     assert acl == []  # the only example is invisible to group g2: no example, no result
-    docs = shared.feedback_search([A1, B1], limit=20, page_filter=PageFilter(doc_ids=("beta.pdf",)))
+    assert shared.feedback_search([A1], limit=20, page_filter=PageFilter(tenant="t1")) == []
+    docs = shared.feedback_search(
+        [A1, B1],
+        limit=20,
+        page_filter=PageFilter(doc_ids=("beta.pdf",), tenant="t1", acl_groups=("g1", "g2")),
+    )
     assert {h.ref.doc_id for h in docs} == {"beta.pdf"}
     assert shared.feedback_search([A1], limit=5, page_filter=PageFilter(doc_ids=())) == []
 
@@ -145,7 +153,7 @@ def test_backends_agree_on_feedback_search(
                     using=using,
                     strategy=strategy,
                     target=make_query(3) if discover else None,
-                    page_filter=PageFilter(acl_groups=("g1", "g2")),
+                    page_filter=None,  # the owner's view: examples from two tenants
                 )
             )
         finally:

@@ -8,6 +8,7 @@ import pytest
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.memory.schema import DocumentSchema, Section
 from llama_index_docmemo.store import _layout as L
+from llama_index_docmemo.store import access
 from llama_index_docmemo.types import PageEmbedding, PageFilter, PageRecord, SparseVector
 
 DIM = 4
@@ -42,7 +43,13 @@ def _embedding(rows: int = 2, dim: int = DIM, sparse: SparseVector | None = None
 
 
 def _schema(**changes: object) -> DocumentSchema:
-    fields: dict[str, object] = {"doc_id": "report.pdf", "doc_version": "abc123", "n_pages": 3}
+    fields: dict[str, object] = {
+        "doc_id": "report.pdf",
+        "doc_version": "abc123",
+        "n_pages": 3,
+        "tenant": "acme",
+        "acl": ["finance"],
+    }
     fields.update(changes)
     return DocumentSchema(**fields)  # type: ignore[arg-type]
 
@@ -51,16 +58,35 @@ def test_point_ids_are_deterministic_and_distinct() -> None:
     a = L.page_point_id("d", "v1", 1)
     assert a == L.page_point_id("d", "v1", 1)
     others = {L.page_point_id("d", "v2", 1), L.page_point_id("d", "v1", 2)}
-    others |= {L.page_point_id("e", "v1", 1), L.document_point_id("d"), L.STORE_POINT_ID}
-    assert a not in others and len(others) == 5
+    others |= {L.page_point_id("e", "v1", 1), L.document_point_id(None, "d"), L.STORE_POINT_ID}
+    others |= {L.document_point_id("t1", "d"), L.document_point_id("t2", "d")}
+    others |= {L.journal_point_id(L.document_point_id("t1", "d")), L.legacy_document_point_id("d")}
+    assert a not in others and len(others) == 9
+
+
+def test_revision_changes_with_content_or_access_only() -> None:
+    assert L.revision("v1", ["b", "a"]) == L.revision("v1", ["a", "b"])
+    assert len({L.revision("v1", []), L.revision("v2", []), L.revision("v1", ["g"])}) == 3
 
 
 def test_page_payload_round_trips_every_field_and_marks_kind() -> None:
     record = _record()
     payload = L.page_payload(record)
     assert payload[L.KIND] == L.KIND_PAGE
-    assert set(payload) == {*L.PAGE_FIELDS, L.KIND}
+    assert set(payload) == {
+        *L.PAGE_FIELDS,
+        L.KIND,
+        L.REVISION,
+        access.TENANT_KEY,
+        access.ACCESS,
+        access.DOC_KEY,
+    }
+    assert payload[access.DOC_KEY] == L.document_point_id("acme", "report.pdf")
+    assert payload[access.ACCESS] == ["finance"] and payload[access.TENANT_KEY] == "acme"
     assert L.record_from_payload(payload) == record
+    public = L.page_payload(_record(tenant=None, acl=[]))
+    assert public[access.ACCESS] == [access.PUBLIC]
+    assert public[access.TENANT_KEY] == access.NO_TENANT
 
 
 def test_schema_payload_round_trips_int_keyed_maps() -> None:
@@ -90,11 +116,17 @@ def test_scope_filter_translates_every_page_filter_field() -> None:
     assert spec.must == (
         L.Condition(L.KIND, ("page",)),
         L.Condition("doc_id", ("a", "b")),
-        L.Condition("tenant", ("t",)),
-        L.Condition("acl", ("g",)),
+        L.Condition(access.TENANT_KEY, ("t",)),
+        L.Condition(access.ACCESS, (access.PUBLIC, "g")),
         L.Condition("page", (1, 2)),
     )
     assert L.scope_filter(L.KIND_DOCUMENT, None).must == (L.Condition(L.KIND, ("document",)),)
+    # deny by default: no tenant means untenanted documents, no groups means public ones
+    assert L.scope_filter(L.KIND_PAGE, PageFilter()).must == (
+        L.Condition(L.KIND, ("page",)),
+        L.Condition(access.TENANT_KEY, (access.NO_TENANT,)),
+        L.Condition(access.ACCESS, (access.PUBLIC,)),
+    )
 
 
 @pytest.mark.parametrize(
@@ -103,7 +135,7 @@ def test_scope_filter_translates_every_page_filter_field() -> None:
         (None, False),
         (PageFilter(), False),
         (PageFilter(doc_ids=()), True),
-        (PageFilter(acl_groups=()), True),
+        (PageFilter(acl_groups=()), False),
         (PageFilter(tenant=""), False),
     ],
 )
@@ -120,10 +152,12 @@ def test_document_points_builds_pages_and_schema_point() -> None:
         dim=DIM,
         use_sparse=True,
     )
-    assert [p.id for p in pages] == [L.page_point_id("report.pdf", "abc123", n) for n in (1, 2)]
+    key = L.document_point_id("acme", "report.pdf")
+    rev = L.revision("abc123", ["finance"])
+    assert [p.id for p in pages] == [L.page_point_id(key, rev, n) for n in (1, 2)]
     assert np.asarray(pages[1].dense[L.MULTI]).shape == (3, DIM)
     assert pages[0].sparse == sparse and pages[1].sparse is None
-    assert schema_point.id == L.document_point_id("report.pdf") and schema_point.dense == {}
+    assert schema_point.id == key and schema_point.dense == {}
 
 
 def test_sparse_part_is_dropped_when_store_has_no_lexical_vector() -> None:
@@ -156,6 +190,8 @@ def test_sparse_part_is_dropped_when_store_has_no_lexical_vector() -> None:
         ([_record(1), _record(1)], [_embedding(), _embedding()], r"page 1: page given twice"),
         ([_record(4)], [_embedding()], r"page 4: page number outside 1..3"),
         ([_record(1, doc_version="zzz")], [_embedding()], r"page 1: record belongs to"),
+        ([_record(1, tenant="other")], [_embedding()], r"page 1: tenant or ACL differs"),
+        ([_record(1, acl=[])], [_embedding()], r"page 1: tenant or ACL differs"),
         ([_record(1)], [], r"1 pages but 0 embeddings"),
         (
             [_record(3)],

@@ -69,7 +69,7 @@ class MemoStore(PageStore):
         self.dim = inner.dim
         self._searches: dict[tuple[object, ...], list[PageHit]] = {}
         self._by_identity: dict[tuple[object, ...], tuple[QueryEmbedding, list[PageHit]]] = {}
-        self._schemas: dict[str, DocumentSchema | None] = {}
+        self._schemas: dict[tuple[str | None, str], DocumentSchema | None] = {}
         self._listings: dict[PageFilter | None, list[DocumentSchema]] = {}
 
     def upsert_document(
@@ -80,17 +80,18 @@ class MemoStore(PageStore):
     ) -> None:
         raise StoreError("the evaluation's store view is read-only")
 
-    def delete_document(self, doc_id: str) -> None:
+    def delete_document(self, doc_id: str, *, tenant: str | None = None) -> bool:
         raise StoreError("the evaluation's store view is read-only")
 
-    def document_version(self, doc_id: str) -> str | None:
-        schema = self.get_schema(doc_id)
+    def document_version(self, doc_id: str, *, tenant: str | None = None) -> str | None:
+        schema = self.get_schema(doc_id, tenant=tenant)
         return None if schema is None else schema.doc_version
 
-    def get_schema(self, doc_id: str) -> DocumentSchema | None:
-        if doc_id not in self._schemas:
-            self._schemas[doc_id] = self.inner.get_schema(doc_id)
-        return self._schemas[doc_id]
+    def get_schema(self, doc_id: str, *, tenant: str | None = None) -> DocumentSchema | None:
+        key = (tenant, doc_id)
+        if key not in self._schemas:
+            self._schemas[key] = self.inner.get_schema(doc_id, tenant=tenant)
+        return self._schemas[key]
 
     def list_documents(self, page_filter: PageFilter | None = None) -> list[DocumentSchema]:
         if page_filter not in self._listings:

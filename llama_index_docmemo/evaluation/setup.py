@@ -35,7 +35,9 @@ def ensure_indexed(
     from llama_index_docmemo.indexing import DocumentIndexer
 
     paths = [dataset.pdf_path(doc) for doc in dataset.docs]
-    return DocumentIndexer(store, encoder).index_paths(paths, progress=progress)
+    return DocumentIndexer(store, encoder).index_paths(
+        paths, root=dataset.pdf_dir, progress=progress
+    )
 
 
 def engine_factory(store: PageStore, encoder: PageEncoder, *, crops: bool) -> EngineFactory:

@@ -110,19 +110,39 @@ def _parse_group(
     )
 
 
+def _doc_ids(sources: Sequence[str]) -> dict[str, str]:
+    """Doc id of each source: its path relative to the sources' common folder (files that exist),
+    else the name it was given."""
+    files = [s for s in sources if os.path.isfile(s)]
+    common = (
+        os.path.commonpath([os.path.dirname(os.path.abspath(f)) for f in files]) if files else ""
+    )
+    ids = {s: Path(s).name for s in sources}
+    for file in files:
+        ids[file] = Path(os.path.relpath(os.path.abspath(file), common)).as_posix()
+    return ids
+
+
 def parse_documents(
     documents: Sequence[Document], *, ocr: OcrEngine | None = None
 ) -> tuple[list[ParsedDocument], list[IngestError]]:
-    """Group page Documents by file and read each group; Documents that name no file are failures."""
-    groups: dict[str, tuple[str, list[Document]]] = {}
+    """Group page Documents by file and read each group; Documents that name no file are failures.
+
+    Doc ids are paths relative to the files' common folder (:func:`_doc_ids`); sources of files
+    that exist are stored as absolute paths, so pages render from any working directory.
+    """
+    named: list[tuple[str, Document]] = []
     failures: list[IngestError] = []
     for document in documents:
         try:
-            doc_id, source = document_file(document)
+            named.append((document_file(document)[1], document))
         except IngestError as exc:
             failures.append(exc)
-            continue
-        groups.setdefault(doc_id, (source, []))[1].append(document)
+    ids = _doc_ids(list(dict.fromkeys(source for source, _ in named)))
+    groups: dict[str, tuple[str, list[Document]]] = {}
+    for source, document in named:
+        absolute = os.path.abspath(source) if os.path.isfile(source) else source
+        groups.setdefault(ids[source], (absolute, []))[1].append(document)
     parsed: list[ParsedDocument] = []
     for doc_id, (source, group) in groups.items():
         try:

@@ -10,6 +10,7 @@ import hashlib
 import io
 import logging
 import os
+import stat
 from pathlib import Path
 
 import pymupdf
@@ -20,6 +21,10 @@ from llama_index_docmemo.ingest.ocr import OcrEngine, needs_ocr, ocr_pages
 from llama_index_docmemo.ingest.parsed import ParsedDocument, ParsedPage, TextLine, TocEntry
 
 logger = logging.getLogger(__name__)
+
+RENDER_ERRORS: tuple[type[Exception], ...] = (pymupdf.mupdf.FzErrorBase, RuntimeError)
+"""What MuPDF raises when a page cannot be rendered or analysed (e.g. FzErrorLimit "Overly large
+image" for a 20,000 pt page or a huge embedded image): callers skip that page with a warning."""
 
 _HEAD_BYTES = 1024
 _TAIL_BYTES = 2048
@@ -41,7 +46,9 @@ def _check_file(path: Path) -> None:
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
-    """Content hash of a file, used as ``doc_version``."""
+    """Content hash of a file, used as ``doc_version`` (a FIFO or device is refused, never read)."""
+    if not stat.S_ISREG(os.stat(path).st_mode):
+        raise IngestError(str(path), "not a regular file")
     digest = hashlib.sha256()
     with Path(path).open("rb") as fh:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
@@ -179,7 +186,10 @@ def render_page(path: str | os.PathLike[str], page: int, long_side: int = 1500) 
             raise IngestError(str(path), f"no such page (the file has {doc.page_count})", page=page)
         pdf_page = doc[page - 1]
         scale = long_side / max(pdf_page.rect.width, pdf_page.rect.height)
-        pix = pdf_page.get_pixmap(matrix=pymupdf.Matrix(scale, scale), alpha=False)
+        try:
+            pix = pdf_page.get_pixmap(matrix=pymupdf.Matrix(scale, scale), alpha=False)
+        except RENDER_ERRORS as exc:
+            raise IngestError(str(path), f"cannot render the page: {exc}", page=page) from exc
         return Image.frombytes("RGB", (pix.width, pix.height), pix.samples)
 
 

@@ -199,7 +199,7 @@ class RoundLevers:
             graph = self._graphs.get(key)
         if graph is not None:
             return graph
-        schema = self.store.get_schema(doc_id)
+        schema = self.store.get_schema(doc_id, tenant=page_filter.tenant)
         n_pages = schema.n_pages if schema is not None else 0
         refs = [PageRef(doc_id, p) for p in range(1, n_pages + 1)]
         texts = {

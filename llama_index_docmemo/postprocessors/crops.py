@@ -22,6 +22,7 @@ from llama_index_docmemo.errors import IngestError
 from llama_index_docmemo.ingest.layout.blocks import CROP_KINDS, BBox, LayoutBlock
 from llama_index_docmemo.ingest.layout.cache import LayoutCache
 from llama_index_docmemo.ingest.layout.pymupdf_detect import DetectOptions, detect_layout_pymupdf
+from llama_index_docmemo.ingest.pdf import RENDER_ERRORS
 from llama_index_docmemo.paths import default_cache_dir
 from llama_index_docmemo.postprocessors.crop_ranking import Candidate, select_crops
 
@@ -121,7 +122,7 @@ class CropPostprocessor(BaseNodePostprocessor):
         version = str(meta.get("doc_version") or meta.get("doc_id", ""))
         try:
             return self._page_blocks(version, str(meta.get("source", "")), int(meta["page"]), docs)
-        except IngestError as exc:
+        except (IngestError, *RENDER_ERRORS) as exc:  # e.g. FzErrorLimit on an oversized page
             logger.warning("no crops for %s page %s: %s", meta.get("doc_id"), meta.get("page"), exc)
             return []
 
@@ -143,10 +144,14 @@ class CropPostprocessor(BaseNodePostprocessor):
         source = str(meta.get("source", ""))
         path = self._crop_path(doc_version, block)
         if not path.is_file():
-            page = _open(source, docs)[block.page - 1]
-            if not render_crop(
-                page, block.bbox, path, self.max_long_side, self.dpi, self.padding_pt
-            ):
+            try:
+                page = _open(source, docs)[block.page - 1]
+                if not render_crop(
+                    page, block.bbox, path, self.max_long_side, self.dpi, self.padding_pt
+                ):
+                    return None
+            except (IngestError, OSError, *RENDER_ERRORS) as exc:
+                logger.warning("no crop of %s page %s: %s", meta.get("doc_id"), block.page, exc)
                 return None
         bbox = [round(v, 2) for v in block.bbox]
         label = block.caption or f"{block.kind} on page {block.page}"

@@ -17,6 +17,7 @@ import numpy as np
 
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.memory.schema import DocumentSchema
+from llama_index_docmemo.store import access
 from llama_index_docmemo.types import (
     FieldGroup,
     PageEmbedding,
@@ -33,6 +34,8 @@ KIND = "kind"
 KIND_PAGE = "page"
 KIND_DOCUMENT = "document"
 KIND_STORE = "store"
+KIND_JOURNAL = "journal"
+REVISION = "revision"
 
 Fusion = Literal["rrf", "dbsf"]
 IdfScope = Literal["filter", "collection"]
@@ -45,7 +48,9 @@ RRF_K = 2  # Qdrant's own default ranking constant, set explicitly so both backe
 # most of the signal: on MMLongBench-Doc weight 3 gave recall@5 0.643 vs 0.622 with equal weights
 # (benchmarks/retrieval_recall.py). A dense-only encoder (ColQwen) has no lexical branch.
 RRF_WEIGHTS = [1.0, 3.0]
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2
+"""1: llama-index-docmemo 0.1.0 (doc id = bare file name, one document per name in the store).
+2: documents keyed by (tenant, doc id), access fields, revisions and a journal per write."""
 
 PAGE_FIELDS: tuple[str, ...] = (
     "doc_id",
@@ -66,23 +71,43 @@ PAGE_FIELDS: tuple[str, ...] = (
 PAYLOAD_INDEXES: tuple[tuple[str, Literal["keyword", "integer"], bool], ...] = (
     ("doc_id", "keyword", False),
     ("doc_version", "keyword", False),
-    ("tenant", "keyword", True),
+    ("tenant", "keyword", False),
     ("acl", "keyword", False),
     (KIND, "keyword", False),
     ("page", "integer", False),
+    (access.TENANT_KEY, "keyword", True),
+    (access.ACCESS, "keyword", False),
+    (access.DOC_KEY, "keyword", False),
+    (REVISION, "keyword", False),
 )
 
 _NAMESPACE = uuid.UUID("6f1c2b9e-5d1a-4c07-9a8e-3b2f0d4e7a61")
 STORE_POINT_ID = str(uuid.uuid5(_NAMESPACE, "docmemo-store"))
 
 
-def page_point_id(doc_id: str, doc_version: str, page: int) -> str:
+def revision(doc_version: str, acl: Sequence[str]) -> str:
+    """What a document's pages are written as: its content and its access (an ACL change is a
+    new revision, so pages never carry a mix of old and new access)."""
+    return str(uuid.uuid5(_NAMESPACE, f"revision\x00{doc_version}\x00{access.access_values(acl)}"))
+
+
+def page_point_id(doc_key: str, revision_id: str, page: int) -> str:
     """Deterministic id: the same file re-ingested rewrites the same points."""
-    return str(uuid.uuid5(_NAMESPACE, f"page\x00{doc_id}\x00{doc_version}\x00{page}"))
+    return str(uuid.uuid5(_NAMESPACE, f"page\x00{doc_key}\x00{revision_id}\x00{page}"))
 
 
-def document_point_id(doc_id: str) -> str:
-    """One schema point per document id, overwritten by each new version."""
+def document_point_id(tenant: str | None, doc_id: str) -> str:
+    """One document record per (tenant, doc id): the commit point of each new revision."""
+    return access.document_key(tenant, doc_id)
+
+
+def journal_point_id(doc_key: str) -> str:
+    """The write-ahead note of a document being written or deleted (absent when at rest)."""
+    return str(uuid.uuid5(_NAMESPACE, f"journal\x00{doc_key}"))
+
+
+def legacy_document_point_id(doc_id: str) -> str:
+    """Layout 1's record id (doc id alone), read only to migrate a 0.1.0 store."""
     return str(uuid.uuid5(_NAMESPACE, f"document\x00{doc_id}"))
 
 
@@ -99,7 +124,8 @@ class Condition:
 
 @dataclass(frozen=True)
 class FilterSpec:
-    """A backend-neutral Qdrant filter: all of ``must`` and ``groups``, none of ``must_not``.
+    """A backend-neutral Qdrant filter: all of ``must`` and ``groups``, none of ``must_not``,
+    ``empty`` keys unset.
 
     ``groups`` are metadata conditions (``PageFilter.where``), translated by ``store/filters.py``.
     """
@@ -107,53 +133,59 @@ class FilterSpec:
     must: tuple[Condition, ...]
     must_not: tuple[Condition, ...] = ()
     groups: tuple[FieldGroup, ...] = ()
+    empty: tuple[str, ...] = ()
 
 
 def matches_nothing(page_filter: PageFilter | None) -> bool:
-    """An empty ``doc_ids`` or ``acl_groups`` tuple admits no point at all."""
-    if page_filter is None:
-        return False
-    return page_filter.doc_ids == () or page_filter.acl_groups == ()
+    """An empty ``doc_ids`` tuple admits no point at all (no groups still sees public documents)."""
+    return page_filter is not None and page_filter.doc_ids == ()
 
 
 def scope_filter(
     kind: str, page_filter: PageFilter | None, **extra: Sequence[str | int]
 ) -> FilterSpec:
-    """Points of ``kind`` visible through ``page_filter``, further restricted by ``extra`` keys."""
+    """Points of ``kind`` visible through ``page_filter`` (see :mod:`.access`), restricted by ``extra``."""
     must = [Condition(KIND, (kind,))]
-    if page_filter is not None:
-        if page_filter.doc_ids is not None:
-            must.append(Condition("doc_id", tuple(page_filter.doc_ids)))
-        if page_filter.tenant is not None:
-            must.append(Condition("tenant", (page_filter.tenant,)))
-        if page_filter.acl_groups is not None:
-            must.append(Condition("acl", tuple(page_filter.acl_groups)))
+    must += [Condition(key, values) for key, values in access.access_conditions(page_filter)]
     for key, values in extra.items():
         must.append(Condition(key, tuple(values)))
     groups = (page_filter.where,) if page_filter is not None and page_filter.where else ()
     return FilterSpec(tuple(must), groups=groups)
 
 
-def stale_pages_filter(doc_id: str, keep_version: str) -> FilterSpec:
-    """Pages of ``doc_id`` from any version other than ``keep_version``."""
-    return FilterSpec(
-        must=(Condition(KIND, (KIND_PAGE,)), Condition("doc_id", (doc_id,))),
-        must_not=(Condition("doc_version", (keep_version,)),),
-    )
+def stale_pages_filter(doc_key: str, keep_revision: str | None) -> FilterSpec:
+    """Pages of one document other than those of ``keep_revision`` (None: all its pages)."""
+    must = (Condition(KIND, (KIND_PAGE,)), Condition(access.DOC_KEY, (doc_key,)))
+    if keep_revision is None:
+        return FilterSpec(must=must)
+    return FilterSpec(must=must, must_not=(Condition(REVISION, (keep_revision,)),))
 
 
-def document_filter(doc_id: str) -> FilterSpec:
-    """Every point (pages of all versions, schema) of one document."""
-    return FilterSpec(must=(Condition("doc_id", (doc_id,)),))
+def kind_filter(kind: str, **extra: Sequence[str | int]) -> FilterSpec:
+    """Every point of ``kind`` (journal notes, records...), restricted by ``extra`` keys."""
+    must = [Condition(KIND, (kind,))]
+    must += [Condition(key, tuple(values)) for key, values in extra.items()]
+    return FilterSpec(tuple(must))
 
 
 # ---------------------------------------------------------------- payloads
+
+
+def access_payload(tenant: str | None, doc_id: str, acl: Sequence[str]) -> dict[str, Any]:
+    """The identity and access fields every point of a document carries (see :mod:`.access`)."""
+    return {
+        access.TENANT_KEY: access.tenant_key(tenant),
+        access.ACCESS: access.access_values(acl),
+        access.DOC_KEY: access.document_key(tenant, doc_id),
+    }
 
 
 def page_payload(record: PageRecord) -> dict[str, Any]:
     payload: dict[str, Any] = {name: getattr(record, name) for name in PAGE_FIELDS}
     payload["acl"] = list(record.acl)
     payload[KIND] = KIND_PAGE
+    payload.update(access_payload(record.tenant, record.doc_id, record.acl))
+    payload[REVISION] = revision(record.doc_version, record.acl)
     return payload
 
 
@@ -182,8 +214,21 @@ def document_payload(schema: DocumentSchema) -> dict[str, Any]:
         "doc_version": schema.doc_version,
         "tenant": schema.tenant,
         "acl": list(schema.acl),
+        REVISION: revision(schema.doc_version, schema.acl),
+        **access_payload(schema.tenant, schema.doc_id, schema.acl),
         "schema": schema.model_dump_json(),
     }
+
+
+def journal_point(doc_key: str, revision_id: str | None) -> PointData:
+    """The note written before a document's pages change: which document, which revision is coming
+    (None: the document is being deleted). Recovery reads it after a crash."""
+    return PointData(
+        journal_point_id(doc_key),
+        {},
+        None,
+        {KIND: KIND_JOURNAL, access.DOC_KEY: doc_key, REVISION: revision_id},
+    )
 
 
 def schema_from_payload(payload: dict[str, Any]) -> DocumentSchema:
@@ -198,10 +243,10 @@ class StoreMeta:
     dim: int
     sparse: bool
 
-    def payload(self) -> dict[str, Any]:
+    def payload(self, layout: int = LAYOUT_VERSION) -> dict[str, Any]:
         return {
             KIND: KIND_STORE,
-            "layout": LAYOUT_VERSION,
+            "layout": layout,
             "encoder_name": self.encoder_name,
             "dim": self.dim,
             "sparse": self.sparse,
@@ -310,16 +355,28 @@ def document_points(
         StoreError: naming the document and page of the first bad record or embedding.
     """
     doc = f"document {schema.doc_id!r} (version {schema.doc_version[:12]})"
+    try:
+        access.check_name("doc_id", schema.doc_id)
+        if schema.tenant is not None:
+            access.check_name("tenant", schema.tenant)
+        for group in schema.acl:
+            access.check_name("ACL group", group)
+    except ValueError as exc:
+        raise StoreError(f"{doc}: {exc}") from exc
     if len(pages) != len(embeddings):
         raise StoreError(f"{doc}: {len(pages)} pages but {len(embeddings)} embeddings")
     seen: set[int] = set()
     points: list[PointData] = []
+    doc_key = access.document_key(schema.tenant, schema.doc_id)
+    rev = revision(schema.doc_version, schema.acl)
     for record, embedding in zip(pages, embeddings, strict=True):
         what = f"{doc} page {record.page}"
         if record.doc_id != schema.doc_id or record.doc_version != schema.doc_version:
             raise StoreError(
                 f"{what}: record belongs to {record.doc_id!r} version {record.doc_version[:12]}"
             )
+        if record.tenant != schema.tenant or sorted(record.acl) != sorted(schema.acl):
+            raise StoreError(f"{what}: tenant or ACL differs from the document's")
         if not 1 <= record.page <= record.n_pages:
             raise StoreError(f"{what}: page number outside 1..{record.n_pages}")
         if record.page in seen:
@@ -328,13 +385,13 @@ def document_points(
         vectors = embedding_vectors(embedding, dim, use_sparse=use_sparse, what=what)
         points.append(
             PointData(
-                id=page_point_id(record.doc_id, record.doc_version, record.page),
+                id=page_point_id(doc_key, rev, record.page),
                 dense={MULTI: vectors.multi, POOLED: vectors.pooled},
                 sparse=vectors.sparse,
                 payload=page_payload(record),
             )
         )
-    schema_point = PointData(document_point_id(schema.doc_id), {}, None, document_payload(schema))
+    schema_point = PointData(doc_key, {}, None, document_payload(schema))
     return points, schema_point
 
 
@@ -473,8 +530,15 @@ def feedback_plan(
 ScoredPayload = tuple[dict[str, Any], float]
 
 
-def _tie_key(payload: dict[str, Any]) -> tuple[str, int]:
-    return (str(payload.get("doc_id", "")), int(payload.get("page", 0)))
+def _tie_key(payload: dict[str, Any]) -> tuple[str, int, str, str]:
+    """(doc_id, page), then the point's identity: two tenants' ``report.pdf`` p.1, or two
+    revisions of one document during a write, are different points, never fused into one."""
+    return (
+        str(payload.get("doc_id", "")),
+        int(payload.get("page", 0)),
+        str(payload.get(access.DOC_KEY, "")),
+        str(payload.get(REVISION, "")),
+    )
 
 
 def order_branch(scored: Sequence[ScoredPayload]) -> list[ScoredPayload]:
@@ -522,8 +586,8 @@ def fuse_branches(
     ordered = [order_branch(branch) for branch in branches]
     if len(ordered) == 1:
         return ordered[0][: plan.limit]
-    fused: dict[tuple[str, int], float] = {}
-    payloads: dict[tuple[str, int], dict[str, Any]] = {}
+    fused: dict[tuple[str, int, str, str], float] = {}
+    payloads: dict[tuple[str, int, str, str], dict[str, Any]] = {}
     for index, branch in enumerate(ordered):
         if plan.fusion == "rrf":
             terms = [rrf_score(rank, RRF_WEIGHTS[index]) for rank in range(1, len(branch) + 1)]

@@ -20,7 +20,10 @@ from llama_index_docmemo.types import (
 class PageStore(ABC):
     """Pages of documents with multi-vectors, searchable by prefetch + MaxSim rerank.
 
-    Every backend behaves the same (congruence tests run the same cases on each).
+    A document is identified by (tenant, doc_id): two tenants' ``report.pdf`` are two documents.
+    ``page_filter`` follows :mod:`llama_index_docmemo.store.access` (deny by default); ``None``
+    is the owner's unrestricted view, for maintenance. Every backend behaves the same
+    (congruence tests run the same cases on each).
     """
 
     encoder_name: str
@@ -33,18 +36,19 @@ class PageStore(ABC):
         pages: Sequence[PageRecord],
         embeddings: Sequence[PageEmbedding],
     ) -> None:
-        """Store a document's pages, then drop pages of any other version of it.
+        """Store a new version of the document ``(schema.tenant, schema.doc_id)``.
 
-        Point ids are deterministic in (doc_id, doc_version, page), so re-ingesting an
-        unchanged file rewrites the same points and a changed one replaces its pages.
+        The new version becomes visible only when complete (the document record is the commit
+        point), then the pages of the old one are removed; a crash or failed write at any step
+        leaves the old version intact.
         """
 
     @abstractmethod
-    def document_version(self, doc_id: str) -> str | None:
+    def document_version(self, doc_id: str, *, tenant: str | None = None) -> str | None:
         """The stored version (content hash) of a document, or None if absent."""
 
     @abstractmethod
-    def get_schema(self, doc_id: str) -> DocumentSchema | None:
+    def get_schema(self, doc_id: str, *, tenant: str | None = None) -> DocumentSchema | None:
         """The document's schema memory as stored at ingest."""
 
     @abstractmethod
@@ -52,8 +56,14 @@ class PageStore(ABC):
         """Schemas of the documents visible through ``page_filter``."""
 
     @abstractmethod
-    def delete_document(self, doc_id: str) -> None:
-        """Remove a document and all its pages."""
+    def delete_document(self, doc_id: str, *, tenant: str | None = None) -> bool:
+        """Remove a document and all its pages; False when there was no such document."""
+
+    def recover(self) -> int:
+        """Clean up writes a crash interrupted; returns how many documents needed it.
+
+        A store whose writes are atomic has nothing to recover (the default)."""
+        return 0
 
     @abstractmethod
     def search(

@@ -11,14 +11,14 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from qdrant_client import AsyncQdrantClient, QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.store import _layout as L
-from llama_index_docmemo.store._qdrant import QdrantLayoutStore
+from llama_index_docmemo.store._qdrant import _REFILL_ROUNDS, QdrantLayoutStore
 from llama_index_docmemo.store.filters import client_filter
 from llama_index_docmemo.types import PageFilter, PageHit, QueryEmbedding
 
@@ -48,8 +48,11 @@ def _condition(condition: L.Condition) -> models.FieldCondition:
 
 
 def _filter(where: L.FilterSpec) -> models.Filter:
+    must: list[Any] = [_condition(c) for c in where.must]
+    must += [client_filter(g) for g in where.groups]
+    must += [models.IsEmptyCondition(is_empty=models.PayloadField(key=k)) for k in where.empty]
     return models.Filter(
-        must=[_condition(c) for c in where.must] + [client_filter(g) for g in where.groups],
+        must=must,
         must_not=[_condition(c) for c in where.must_not] or None,
     )
 
@@ -203,6 +206,7 @@ class QdrantClientPageStore(QdrantLayoutStore):
         self.timeout = timeout
         self.retries = max(1, retries)
         self.remote = url is not None
+        self.exclusive = not self.remote  # local mode locks its folder to this process
         self._url = url
         self._api_key = api_key
         self._where = url or (str(path) if path is not None else str(location))
@@ -251,6 +255,8 @@ class QdrantClientPageStore(QdrantLayoutStore):
     ) -> None:
         if self._call("checking the collection", self.client.collection_exists, self.collection):
             self._check_meta()
+            if not self.remote:
+                self.recover()  # local mode: this process owns the folder
             return
         try:
             self._call(
@@ -276,19 +282,34 @@ class QdrantClientPageStore(QdrantLayoutStore):
                 raise
             self._check_meta()
             return
+        for key, kind, is_tenant in L.PAYLOAD_INDEXES:
+            self._create_index(key, kind, is_tenant)
+        self._write([self._meta_point()])
+
+    def _create_index(self, key: str, kind: Literal["keyword", "integer"], is_tenant: bool) -> None:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Payload indexes have no effect")
-            for key, kind, is_tenant in L.PAYLOAD_INDEXES:
-                self._call(
-                    f"indexing payload field '{key}'",
-                    self.client.create_payload_index,
-                    self.collection,
-                    key,
-                    field_schema=_index_schema(kind, is_tenant),
-                    wait=True,
-                    timeout=self.timeout,
-                )
-        self._write([self._meta_point()])
+            self._call(
+                f"indexing payload field '{key}'",
+                self.client.create_payload_index,
+                self.collection,
+                key,
+                field_schema=_index_schema(kind, is_tenant),
+                wait=True,
+                timeout=self.timeout,
+            )
+
+    def _set_payload(self, where: L.FilterSpec, payload: dict[str, Any]) -> None:
+        self._call(
+            "set payload",
+            self.client.set_payload,
+            self.collection,
+            payload=payload,
+            points=models.FilterSelector(filter=_filter(where)),
+            wait=True,
+            ordering=self._ordering,
+            timeout=self.timeout,
+        )
 
     def _write(self, points: Sequence[L.PointData]) -> None:
         self._call(
@@ -312,7 +333,9 @@ class QdrantClientPageStore(QdrantLayoutStore):
             timeout=self.timeout,
         )
 
-    def _scroll(self, where: L.FilterSpec) -> list[dict[str, Any]]:
+    def _scroll(
+        self, where: L.FilterSpec, fields: Sequence[str] | None = None
+    ) -> list[dict[str, Any]]:
         payloads: list[dict[str, Any]] = []
         offset: Any = None
         while True:
@@ -323,7 +346,7 @@ class QdrantClientPageStore(QdrantLayoutStore):
                 scroll_filter=_filter(where),
                 limit=_SCROLL_PAGE,
                 offset=offset,
-                with_payload=True,
+                with_payload=list(fields) if fields is not None else True,
                 with_vectors=False,
                 timeout=self.timeout,
             )
@@ -415,8 +438,15 @@ class QdrantClientPageStore(QdrantLayoutStore):
                 url=self._url, api_key=self._api_key, timeout=self.timeout
             )
         client = self._aclient
-        branches = [await self._abranch(client, request) for request in branch_requests(plan)]
-        return self._hits(L.fuse_branches(branches, plan))
+        wider: L.SearchPlan | None = plan
+        kept: list[tuple[dict[str, Any], float]] = []
+        for _ in range(_REFILL_ROUNDS):
+            if wider is None:
+                break
+            branches = [await self._abranch(client, request) for request in branch_requests(wider)]
+            scored = L.fuse_branches(branches, wider)
+            kept, wider = await asyncio.to_thread(self._visible_hits, wider, scored)
+        return self._hits(kept[:limit])
 
     async def _abranch(
         self, client: AsyncQdrantClient, request: dict[str, Any]

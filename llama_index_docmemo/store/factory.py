@@ -9,8 +9,6 @@ from llama_index_docmemo.encoders.base import PageEncoder
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.store import _layout as L
 from llama_index_docmemo.store.base import PageStore
-from llama_index_docmemo.store.client import QdrantClientPageStore
-from llama_index_docmemo.store.edge import EdgePageStore
 
 Backend = Literal["edge", "client"]
 
@@ -50,6 +48,8 @@ def open_store(
         "idf_scope": idf_scope,
     }
     if chosen == "edge":
+        from llama_index_docmemo.store.edge import EdgePageStore
+
         if url is not None:
             raise StoreError(f"backend='edge' is embedded and cannot open the URL {url}")
         if client_options or api_key is not None:
@@ -57,6 +57,8 @@ def open_store(
             raise StoreError(f"options for a Qdrant server ({names}) do not apply to an Edge store")
         return EdgePageStore(path, **common)  # type: ignore[arg-type]
     if chosen == "client":
+        from llama_index_docmemo.store.client import QdrantClientPageStore
+
         return QdrantClientPageStore(
             url=url, api_key=api_key, path=path, collection=collection, **common, **client_options
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import shutil
 import subprocess
@@ -15,7 +16,9 @@ from llama_index_docmemo.ingest.layout.blocks import LayoutBlock
 from llama_index_docmemo.ingest.layout.cache import LayoutCache
 from llama_index_docmemo.ingest.layout.mineru import read_mineru_output
 from llama_index_docmemo.ingest.layout.pymupdf_detect import DetectOptions, detect_layout_pymupdf
+from llama_index_docmemo.ingest.pdf import RENDER_ERRORS
 
+logger = logging.getLogger(__name__)
 MINERU_BIN_ENV = "DOCMEMO_MINERU_BIN"
 
 
@@ -57,6 +60,17 @@ def run_mineru(
     return out
 
 
+def _detect_or_skip(
+    doc: pymupdf.Document, page: int, options: DetectOptions | None
+) -> list[LayoutBlock]:
+    """One page's blocks; a page MuPDF cannot analyse (too large...) gets none, with a warning."""
+    try:
+        return detect_layout_pymupdf(doc, page, options)
+    except RENDER_ERRORS as exc:
+        logger.warning("layout of %s page %d skipped: %s", doc.name, page, exc)
+        return []
+
+
 def index_layout(
     pdf: str | Path,
     doc_version: str,
@@ -82,9 +96,7 @@ def index_layout(
         label = next((b.source for blocks in pages.values() for b in blocks), "mineru")
     elif method == "pymupdf":
         with pymupdf.open(str(pdf)) as doc:
-            pages = {
-                p: detect_layout_pymupdf(doc, p, options) for p in range(1, doc.page_count + 1)
-            }
+            pages = {p: _detect_or_skip(doc, p, options) for p in range(1, doc.page_count + 1)}
         label = "pymupdf"
     else:
         raise ValueError(f"layout method must be 'mineru' or 'pymupdf', not {method!r}")
