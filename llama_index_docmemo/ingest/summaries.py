@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from llama_index.core.base.llms.types import ChatMessage, ImageBlock
 from llama_index.core.llms import LLM
 from llama_index.core.prompts import BasePromptTemplate
-from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
 from llama_index_docmemo.ingest.pdf import render_page
 from llama_index_docmemo.llms.qwen_vl import MAX_IMAGE_SIDE
@@ -30,6 +29,7 @@ from llama_index_docmemo.reasoning.prompts import (
     SUMMARY_REPLY_PROMPT,
     SUMMARY_SYSTEM_PROMPT,
     ImageSlot,
+    SystemReplyPrompts,
     summary_prompt,
 )
 from llama_index_docmemo.reasoning.replies import SUMMARY_SCHEMA, ReplyLimits, parse_summaries
@@ -48,7 +48,7 @@ def _as_input(page: PageInput | PageRecord) -> PageInput:
     return PageInput(ref=page.ref, text=page.text, load_image=render)
 
 
-class VLMPageSummarizer(PromptMixin):
+class VLMPageSummarizer(SystemReplyPrompts):
     """``(schema, pages) -> {page number: summary}`` through a chat LLM, a few pages per request.
 
     ``pages`` are the indexer's page records (images rendered from their PDF on demand) or
@@ -85,16 +85,6 @@ class VLMPageSummarizer(PromptMixin):
         self.llm_calls = 0
         self.system_prompt: BasePromptTemplate = SUMMARY_SYSTEM_PROMPT
         self.reply_prompt: BasePromptTemplate = SUMMARY_REPLY_PROMPT
-
-    def _get_prompts(self) -> PromptDictType:
-        return {"system": self.system_prompt, "reply": self.reply_prompt}
-
-    def _update_prompts(self, prompts_dict: PromptDictType) -> None:
-        self.system_prompt = prompts_dict.get("system", self.system_prompt)
-        self.reply_prompt = prompts_dict.get("reply", self.reply_prompt)
-
-    def _get_prompt_modules(self) -> PromptMixinType:
-        return {}
 
     def _batches(self, pages: Sequence[PageInput | PageRecord]) -> list[list[PageInput]]:
         inputs = [_as_input(p) for p in pages]

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from llama_index.core.prompts import PromptTemplate
+from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
+from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
 from llama_index_docmemo.reasoning.base import EvidenceNote, PageView, ReasoningInput
 from llama_index_docmemo.reasoning.replies import clip
@@ -21,6 +22,24 @@ from llama_index_docmemo.types import PageInput
 
 if TYPE_CHECKING:
     from llama_index.core.schema import NodeWithScore
+
+
+class SystemReplyPrompts(PromptMixin):
+    """Prompts of an LLM component that sends a system turn and a reply instruction, both
+    changeable through ``get_prompts()`` / ``update_prompts()`` as ``system`` and ``reply``."""
+
+    system_prompt: BasePromptTemplate
+    reply_prompt: BasePromptTemplate
+
+    def _get_prompts(self) -> PromptDictType:
+        return {"system": self.system_prompt, "reply": self.reply_prompt}
+
+    def _update_prompts(self, prompts_dict: PromptDictType) -> None:
+        self.system_prompt = prompts_dict.get("system", self.system_prompt)
+        self.reply_prompt = prompts_dict.get("reply", self.reply_prompt)
+
+    def _get_prompt_modules(self) -> PromptMixinType:
+        return {}
 
 
 @dataclass(frozen=True)

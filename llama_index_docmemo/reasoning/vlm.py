@@ -10,7 +10,6 @@ from typing import Any
 from llama_index.core.base.llms.types import ChatMessage, ImageBlock
 from llama_index.core.llms import LLM
 from llama_index.core.prompts import BasePromptTemplate
-from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
 from llama_index_docmemo.reasoning.base import Feedback, Reasoner, ReasoningInput
 from llama_index_docmemo.reasoning.llm_json import (
@@ -25,6 +24,7 @@ from llama_index_docmemo.reasoning.prompts import (
     READER_REPLY_PROMPT,
     READER_SYSTEM_PROMPT,
     ImageSlot,
+    SystemReplyPrompts,
     page_text_budget,
     plan_images,
     reading_prompt,
@@ -34,7 +34,7 @@ from llama_index_docmemo.reasoning.replies import FEEDBACK_SCHEMA, ReplyLimits, 
 logger = logging.getLogger(__name__)
 
 
-class VLMReasoner(Reasoner, PromptMixin):
+class VLMReasoner(Reasoner, SystemReplyPrompts):
     """Reads pages with a chat LLM: page images and text for a multimodal one (e.g.
     :class:`~llama_index_docmemo.QwenVL`), page text for a text-only one (``use_images=False``).
 
@@ -72,16 +72,6 @@ class VLMReasoner(Reasoner, PromptMixin):
         self.limits = limits or ReplyLimits()
         self.system_prompt: BasePromptTemplate = READER_SYSTEM_PROMPT
         self.reply_prompt: BasePromptTemplate = READER_REPLY_PROMPT
-
-    def _get_prompts(self) -> PromptDictType:
-        return {"system": self.system_prompt, "reply": self.reply_prompt}
-
-    def _update_prompts(self, prompts_dict: PromptDictType) -> None:
-        self.system_prompt = prompts_dict.get("system", self.system_prompt)
-        self.reply_prompt = prompts_dict.get("reply", self.reply_prompt)
-
-    def _get_prompt_modules(self) -> PromptMixinType:
-        return {}
 
     def build_messages(self, inp: ReasoningInput) -> list[ChatMessage]:
         """The chat request for one round (loads page and crop images: blocking I/O)."""
