@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import re
 import sys
 import time
@@ -36,6 +35,7 @@ from pathlib import Path
 
 from llama_index_docmemo.evaluation.datasets import QAItem, load_dataset
 from llama_index_docmemo.evaluation.metrics import answer_correct
+from llama_index_docmemo.evaluation.stats import wilson_interval
 from llama_index_docmemo.reasoning.offline import OfflineReasoner
 from llama_index_docmemo.reasoning.offline.reasoner import ABSENT_SHARE
 from llama_index_docmemo.trace import QueryTrace
@@ -135,18 +135,8 @@ def outcome_of(item: QAItem, trace: QueryTrace) -> QuestionOutcome:
     )
 
 
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval of a proportion k/n ((0, 1) when n is 0)."""
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def rate(k: int, n: int) -> dict[str, float | int | list[float]]:
-    lo, hi = wilson(k, n)
+    lo, hi = wilson_interval(k, n)
     return {"k": k, "n": n, "rate": k / n if n else 0.0, "ci": [round(lo, 4), round(hi, 4)]}
 
 

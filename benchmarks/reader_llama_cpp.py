@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llama_index_docmemo.evaluation.stats import wilson_interval
+
 
 @dataclass
 class TokenCounter:
@@ -67,16 +69,6 @@ def count_tokens(counter: TokenCounter) -> None:
     get_dispatcher().add_event_handler(_Handler())
 
 
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson interval of a rate k/n."""
-    if n == 0:
-        return (math.nan, math.nan)
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
-
-
 @dataclass
 class ReaderRates:
     gold_shown: int = 0
@@ -99,9 +91,9 @@ class ReaderRates:
             "questions": self.questions,
             "rounds": self.rounds,
             "fn": fn,
-            "fn_95ci": wilson(self.gold_missed, self.gold_shown),
+            "fn_95ci": wilson_interval(self.gold_missed, self.gold_shown),
             "fp": fp,
-            "fp_95ci": wilson(self.other_useful, self.other_shown),
+            "fp_95ci": wilson_interval(self.other_useful, self.other_shown),
             "gold_pages_shown": self.gold_shown,
             "other_pages_shown": self.other_shown,
             "labelled_irrelevant": self.labelled_irrelevant,

@@ -92,7 +92,7 @@ def test_summarize_accuracy_over_scorable_answers() -> None:
 
 
 def test_an_abstention_earns_no_credit_even_on_an_unanswerable_question() -> None:
-    """"No answer was found in the pages read" is not the verdict "not answerable"."""
+    """Saying "no answer was found in the pages read" is not the verdict "not answerable"."""
     items = {"u": item("u", (), answer="Not answerable", fmt="None")}
     said = "No answer was found in the 15 pages read. The most relevant passages: ..."
     abstained = [QuestionRun("e", "u", reads=[[ref(1)]], answer=said, status="need_more")]

@@ -42,7 +42,7 @@ def test_split_is_the_teams_fixed_rule() -> None:
 
 
 def test_wilson_interval_contains_the_rate_and_stays_in_bounds() -> None:
-    lo, hi = bench.wilson(3, 100)
+    lo, hi = bench.wilson_interval(3, 100)
     assert 0.0 <= lo < 0.03 < hi <= 1.0
-    assert bench.wilson(0, 0) == (0.0, 1.0)
-    assert bench.wilson(0, 10)[0] == 0.0
+    assert bench.wilson_interval(0, 0) == (0.0, 1.0)
+    assert bench.wilson_interval(0, 10)[0] == 0.0

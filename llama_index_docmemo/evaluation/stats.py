@@ -7,6 +7,7 @@ is its mean over seeds before resampling (seeds average the label noise; they ar
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -89,3 +90,16 @@ def discordant_counts(a: Sequence[bool], b: Sequence[bool]) -> tuple[int, int]:
     a_only = sum(1 for x, y in zip(a, b, strict=True) if x and not y)
     b_only = sum(1 for x, y in zip(a, b, strict=True) if y and not x)
     return a_only, b_only
+
+
+def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval of a proportion k/n (95% by default); (0, 1) when n is 0.
+
+    For the rates of a reader's labels and verdicts, where n can be small and k can be 0 or n
+    (the normal approximation then collapses to a point)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
