@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.types import (
@@ -58,6 +59,13 @@ class PageStore(ABC):
     @abstractmethod
     def delete_document(self, doc_id: str, *, tenant: str | None = None) -> bool:
         """Remove a document and all its pages; False when there was no such document."""
+
+    @contextmanager
+    def bulk_load(self) -> Iterator[None]:
+        """Many documents are about to be written: a backend may defer index building (HNSW)
+        and batch its writes until the block ends. Searches stay correct meanwhile, only
+        slower. The default does nothing."""
+        yield
 
     def recover(self) -> int:
         """Clean up writes a crash interrupted; returns how many documents needed it.
@@ -122,6 +130,27 @@ class PageStore(ABC):
     @abstractmethod
     def count_pages(self, page_filter: PageFilter | None = None) -> int:
         """Number of pages visible through ``page_filter``."""
+
+    # -- async reads of the query path: off the event loop by default ------------------------
+    async def aget_pages(
+        self, refs: Sequence[PageRef], page_filter: PageFilter | None = None
+    ) -> list[PageRecord]:
+        """Async :meth:`get_pages`."""
+        return await asyncio.to_thread(self.get_pages, refs, page_filter)
+
+    async def acount_pages(self, page_filter: PageFilter | None = None) -> int:
+        """Async :meth:`count_pages`."""
+        return await asyncio.to_thread(self.count_pages, page_filter)
+
+    async def alist_documents(self, page_filter: PageFilter | None = None) -> list[DocumentSchema]:
+        """Async :meth:`list_documents`."""
+        return await asyncio.to_thread(self.list_documents, page_filter)
+
+    async def aget_schema(
+        self, doc_id: str, *, tenant: str | None = None
+    ) -> DocumentSchema | None:
+        """Async :meth:`get_schema`."""
+        return await asyncio.to_thread(self.get_schema, doc_id, tenant=tenant)
 
     @abstractmethod
     def close(self) -> None:
