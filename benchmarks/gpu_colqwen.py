@@ -1,6 +1,6 @@
 """Throughput of the ColQwen path on the best device here: page encoding and MaxSim scoring.
 
-Uses the tiny random-weight ColQwen2.5 (``encoders/colqwen_tiny.py``), or real weights with
+Uses the tiny random-weight ColQwen2.5 (``tests/colqwen_tiny.py``), or real weights with
 ``--model PATH``. Runs on a GPU when torch sees one and says plainly when it ran on the CPU.
 Numbers from the tiny model measure the pipeline (processor, batching, row selection,
 transfers), not the cost of the 3B real model.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,8 +21,10 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from llama_index_docmemo.encoders.colqwen import ColQwenEncoder, resolve_device
-from llama_index_docmemo.encoders.colqwen_tiny import tiny_model, tiny_processor
 from llama_index_docmemo.types import PageInput, PageRef
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from colqwen_tiny import tiny_model, tiny_processor  # noqa: E402  (a test model, not shipped)
 
 
 def page_image(index: int, size: tuple[int, int]) -> Image.Image:

@@ -34,8 +34,9 @@ def _colqwen() -> PageEncoder:
     pytest.importorskip("torch")
     pytest.importorskip("torchvision")
     pytest.importorskip("colpali_engine")
+    from colqwen_tiny import tiny_model, tiny_processor
+
     from llama_index_docmemo.encoders.colqwen import ColQwenEncoder
-    from llama_index_docmemo.encoders.colqwen_tiny import tiny_model, tiny_processor
 
     processor = tiny_processor()
     return ColQwenEncoder.from_model(tiny_model(processor, seed=0), processor, name="tiny")
