@@ -364,10 +364,10 @@ def test_bad_settings_are_rejected(open_backend: StoreFactory, backend: str) -> 
 # ---------------------------------------------------------------- the two backends agree
 
 
-def assert_same_hits(edge: list[PageHit], client: list[PageHit]) -> None:
+def assert_same_hits(edge: list[PageHit], client: list[PageHit], rtol: float = 1e-4) -> None:
     """Same scores in the same order; the same pages wherever the scores are not tied."""
     assert len(edge) == len(client)
-    np.testing.assert_allclose([h.score for h in edge], [h.score for h in client], rtol=1e-4)
+    np.testing.assert_allclose([h.score for h in edge], [h.score for h in client], rtol=rtol)
     groups: dict[float, tuple[set[PageRef], set[PageRef]]] = {}
     for e, c in zip(edge, client, strict=True):
         key = round(e.score, 4)

@@ -122,7 +122,7 @@ def query_requests(plan: SearchPlan, shard_key: Any = None) -> list[models.Query
             prefetch=[first_stage],
             filter=where,
             params=rerank_params,
-            limit=plan.prefetch,
+            limit=plan.rerank_limit,
             with_payload=True,
             shard_key=shard_key,
         )

@@ -177,7 +177,7 @@ def _requests(plan: SearchPlan) -> list[qe.QueryRequest]:
         )
     requests = [
         qe.QueryRequest(
-            limit=plan.prefetch,
+            limit=plan.rerank_limit,
             query=qe.Query.Nearest(plan.multi, using=MULTI),
             prefetches=[first_stage],
             filter=where,

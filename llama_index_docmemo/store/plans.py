@@ -24,6 +24,9 @@ IdfScope = Literal["filter", "collection"]
 FUSIONS: tuple[str, ...] = ("rrf", "dbsf")
 IDF_SCOPES: tuple[str, ...] = ("filter", "collection")
 DEFAULT_PREFETCH = 200
+TIE_MARGIN = 8
+"""Reranked pages returned beyond the limit of a dense-only search, so that a group of equal
+scores at the cut (identical blank pages) is ordered here, not by where Qdrant cut it."""
 
 
 def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
@@ -37,9 +40,10 @@ class SearchPlan:
 
     Dense branch: ``prefetch`` candidates by ``first_stage`` (on ``layout.first_stage_vector``),
     reranked by MaxSim of ``multi``. With ``sparse``: a lexical branch of the same depth, fused
-    (RRF or DBSF) into ``limit`` results. Each branch returns all ``prefetch`` candidates, so
-    ties are broken here, never by where Qdrant cut a group of equal scores. ``where`` applies
-    to every stage.
+    (RRF or DBSF) into ``limit`` results; each branch returns all ``prefetch`` candidates (a
+    page's fused score needs its rank in both). Dense only: the rerank returns ``limit`` plus
+    :data:`TIE_MARGIN`, so a quantized original is rescored on that many pages only, not on every
+    candidate. ``where`` applies to every stage.
     """
 
     multi: np.ndarray
@@ -51,6 +55,13 @@ class SearchPlan:
     fusion: Fusion
     idf_scope: IdfScope
     layout: MultivectorLayout
+
+    @property
+    def rerank_limit(self) -> int:
+        """Pages the dense branch returns (see the class docstring)."""
+        if self.sparse is not None:
+            return self.prefetch
+        return min(self.prefetch, self.limit + TIE_MARGIN)
 
 
 def search_plan(
