@@ -140,7 +140,7 @@ def test_injected_write_failures_keep_the_old_version(
     write_pdf(book, NEW)
     write_pdf(book.with_name("more.pdf"), NEW)
     with open_store(store_path) as store:
-        store.write_batch = 2
+        store.max_batch_points = 2
         monkeypatch.setenv(FAULT_ENV, fault)
         report = index(store, book.parent)
         monkeypatch.delenv(FAULT_ENV)
