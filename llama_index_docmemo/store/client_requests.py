@@ -87,6 +87,7 @@ def vectors_config(dim: int, layout: MultivectorLayout) -> dict[str, models.Vect
             size=dim,
             distance=models.Distance.COSINE,
             multivector_config=max_sim if layout.first_stage_vector == GRID else None,
+            datatype=models.Datatype.FLOAT16 if layout.storage == "float16" else None,
         ),
     }
 

@@ -105,7 +105,8 @@ def _open_error(path: Path, what: str, exc: Exception) -> StoreError:
 
 
 def _point(point: PointData) -> qe.Point:
-    vectors: dict[str, Any] = dict(point.dense)
+    # lists: the binding reads a numpy array element by element, a list twice as fast
+    vectors: dict[str, Any] = {name: values.tolist() for name, values in point.dense.items()}
     if point.sparse is not None:
         vectors[LEXICAL] = qe.SparseVector(list(point.sparse.indices), list(point.sparse.values))
     return qe.Point(point.id, vectors, point.payload)
@@ -139,6 +140,7 @@ def _config(dim: int, sparse: bool, layout: MultivectorLayout = DEFAULT_LAYOUT) 
     first = qe.EdgeVectorParams(
         dim,
         qe.Distance.Cosine,
+        datatype=qe.VectorStorageDatatype.Float16 if layout.storage == "float16" else None,
         multivector_config=(
             qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim)
             if layout.first_stage_vector == GRID

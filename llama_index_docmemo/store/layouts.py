@@ -9,7 +9,8 @@ vector with an HNSW index, which finds the candidates the rerank scores:
   of the page's patch grid as a small multivector (about 56 vectors for ColQwen's ~32x24 grid),
   indexed by HNSW under MaxSim, queried with the query's own multivector. A multivector without
   a grid (text tokens) is laid out as a near-square grid of its rows.
-- ``storage``: the original as float32 or float16 (half the bytes; Qdrant converts on read).
+- ``storage``: the original and the first stage as float32 or float16 (half the bytes; Qdrant
+  converts on read).
 - ``quantization``: ``"scalar"`` (int8, 4x smaller) or ``"binary"`` (1 bit a dimension, 32x
   smaller) copies of the original kept in RAM; the rerank scores them, then rescores the best
   ``oversampling`` x limit with the original.
