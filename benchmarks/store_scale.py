@@ -68,7 +68,10 @@ LAYOUTS: dict[str, MultivectorLayout] = {
         first_stage="rows_cols", storage="float16", quantization="scalar"
     ),
     "rows_cols-bq": MultivectorLayout(
-        first_stage="rows_cols", storage="float16", quantization="binary", oversampling=4.0
+        first_stage="rows_cols", storage="float16", quantization="binary", oversampling=2.0
+    ),
+    "mean-bq": MultivectorLayout(
+        first_stage="mean", storage="float16", quantization="binary", oversampling=2.0
     ),
     "rows_cols-disk": MultivectorLayout(first_stage="rows_cols", storage="float16", on_disk=True),
     "rows_cols-pool3": MultivectorLayout(
@@ -255,25 +258,18 @@ class Row:
         return {k: getattr(self, k) for k in keys}
 
 
-def measure(
+def search_rows(
+    store: EdgePageStore,
     name: str,
     corpus: Corpus,
     queries: list[np.ndarray],
     truth: np.ndarray,
-    workdir: Path,
-    prefetch: int,
-) -> Row:
-    path = workdir / name
-    layout = LAYOUTS[name]
-    store = EdgePageStore(path, layout=layout, **STORE)  # type: ignore[arg-type]
-    try:
-        writing, indexing = fill(store, corpus)
-    finally:
-        store.close()
-    gc.collect()
-    store = EdgePageStore(path, **STORE)  # type: ignore[arg-type]  # reopened: what a reader sees
-    try:
-        for query in queries[:3]:
+    prefetches: list[int],
+) -> list[Row]:
+    """One row per first-stage depth, over the same store."""
+    rows = []
+    for prefetch in prefetches:
+        for query in queries[:3]:  # warm-up
             store.search(query_embedding(query), limit=TOP_K, prefetch_limit=prefetch)
         latencies, found = [], []
         for query in queries:
@@ -284,36 +280,60 @@ def measure(
                 [int(h.record.doc_id[3:8]) * PAGES_PER_DOC + h.record.page - 1 for h in hits]
             )
         resident = memory()
+        recall = [len(set(f) & set(t)) / TOP_K for f, t in zip(found, truth, strict=True)]
+        rows.append(
+            Row(
+                layout=name if len(prefetches) == 1 else f"{name}@{prefetch}",
+                pages=corpus.n_pages,
+                vectors=corpus.vectors,
+                p50_ms=float(np.percentile(latencies, 50)),
+                p95_ms=float(np.percentile(latencies, 95)),
+                recall_at_10=float(np.mean(recall)),
+                disk_bytes_per_page=0.0,
+                rss_bytes=resident["VmRSS"],
+                default=LAYOUTS[name] == DEFAULT_LAYOUT,
+                rss_anon_bytes=resident["RssAnon"],
+                rss_file_bytes=resident["RssFile"],
+                prefetch=prefetch,
+                queries=len(queries),
+            )
+        )
+    return rows
+
+
+def measure(
+    name: str,
+    corpus: Corpus,
+    queries: list[np.ndarray],
+    truth: np.ndarray,
+    workdir: Path,
+    prefetches: list[int],
+) -> list[Row]:
+    path = workdir / name
+    store = EdgePageStore(path, layout=LAYOUTS[name], **STORE)  # type: ignore[arg-type]
+    try:
+        writing, indexing = fill(store, corpus)
     finally:
         store.close()
-    recall = float(
-        np.mean([len(set(f) & set(t)) / TOP_K for f, t in zip(found, truth, strict=True)])
-    )
-    row = Row(
-        layout=name,
-        pages=corpus.n_pages,
-        vectors=corpus.vectors,
-        p50_ms=float(np.percentile(latencies, 50)),
-        p95_ms=float(np.percentile(latencies, 95)),
-        recall_at_10=recall,
-        disk_bytes_per_page=folder_bytes(path) / corpus.n_pages,
-        rss_bytes=resident["VmRSS"],
-        default=layout == DEFAULT_LAYOUT,
-        rss_anon_bytes=resident["RssAnon"],
-        rss_file_bytes=resident["RssFile"],
-        build_s=writing + indexing,
-        upsert_pages_per_s=corpus.n_pages / writing,
-        index_s=indexing,
-        prefetch=prefetch,
-        queries=len(queries),
-    )
+    gc.collect()
+    disk = folder_bytes(path) / corpus.n_pages
+    store = EdgePageStore(path, **STORE)  # type: ignore[arg-type]  # reopened: what a reader sees
+    try:
+        rows = search_rows(store, name, corpus, queries, truth, prefetches)
+    finally:
+        store.close()
+    for row in rows:
+        row.disk_bytes_per_page = disk
+        row.build_s = writing + indexing
+        row.upsert_pages_per_s = corpus.n_pages / writing
+        row.index_s = indexing
     shutil.rmtree(path, ignore_errors=True)
-    return row
+    return rows
 
 
 def markdown(rows: list[Row]) -> str:
     lines = [
-        "| layout | pages | vectors | build s (upsert pages/s, index s) | p50 / p95 ms | recall@10 "
+        "| layout@prefetch | pages | vectors | build s (upsert pages/s, index s) | p50 / p95 ms | recall@10 "
         "| disk B/page | RSS MB (anon + file) | default |",
         "|---|---:|---:|---|---|---:|---:|---|---|",
     ]
@@ -373,7 +393,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pages", type=int, default=10_000)
     parser.add_argument("--vectors", type=int, default=768)
     parser.add_argument("--queries", type=int, default=50)
-    parser.add_argument("--prefetch", type=int, default=200, help="first-stage candidates")
+    parser.add_argument(
+        "--prefetch", type=int, nargs="+", default=[200], help="first-stage candidates (each a row)"
+    )
+    parser.add_argument("--truth", type=Path, help="cache file for the exact top-10 (.npy)")
     parser.add_argument(
         "--layouts",
         nargs="+",
@@ -398,7 +421,12 @@ def main(argv: list[str] | None = None) -> None:
         corpus = Corpus(args.pages, args.vectors, seed=args.seed)
         queries, _ = corpus.queries(args.queries)
         started = time.perf_counter()
-        truth = exact_top(corpus, queries)
+        if args.truth is not None and args.truth.is_file():
+            truth = np.load(args.truth)
+        else:
+            truth = exact_top(corpus, queries)
+            if args.truth is not None:
+                np.save(args.truth, truth)
         print(
             f"{args.pages:,} pages x {args.vectors} (grid {corpus.grid}): exact MaxSim in numpy {time.perf_counter() - started:.0f} s",
             flush=True,
@@ -406,8 +434,9 @@ def main(argv: list[str] | None = None) -> None:
         rows: list[Row] = []
         for name in args.layouts:
             print(f"  layout {name}: building", flush=True)
-            rows.append(measure(name, corpus, queries, truth, workdir, args.prefetch))
-            print(json.dumps(asdict(rows[-1])), flush=True)
+            for row in measure(name, corpus, queries, truth, workdir, args.prefetch):
+                rows.append(row)
+                print(json.dumps(asdict(row)), flush=True)
         table = markdown(rows)
         print(table)
         if args.json:
