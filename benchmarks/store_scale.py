@@ -26,8 +26,9 @@ The synthetic pages behave like ColQwen2.5's (``Corpus``):
     python benchmarks/store_scale.py --pages 500 --colqwen-tiny   # the tiny ColQwen, whole path
 
 ``--json`` writes exactly the rows ``[{"layout", "pages", "vectors", "p50_ms", "p95_ms",
-"recall_at_10", "disk_bytes_per_page", "rss_bytes", "default"}]``; ``--out`` also gets a
-Markdown table with the build columns.
+"recall_at_10", "disk_bytes_per_page", "rss_bytes", "default"}]`` ("default": the layout
+``open_store`` gives a page-image encoder's new store, ``PAGE_IMAGE_LAYOUT``); ``--out`` also
+gets a Markdown table with the build columns.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ import numpy as np
 
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store import EdgePageStore, MultivectorLayout
-from llama_index_docmemo.store.layouts import DEFAULT_LAYOUT
+from llama_index_docmemo.store.layouts import PAGE_IMAGE_LAYOUT
 from llama_index_docmemo.types import PageEmbedding, PageRecord
 
 DIM = 128
@@ -291,7 +292,7 @@ def search_rows(
                 recall_at_10=float(np.mean(recall)),
                 disk_bytes_per_page=0.0,
                 rss_bytes=resident["VmRSS"],
-                default=LAYOUTS[name] == DEFAULT_LAYOUT,
+                default=LAYOUTS[name] == PAGE_IMAGE_LAYOUT,
                 rss_anon_bytes=resident["RssAnon"],
                 rss_file_bytes=resident["RssFile"],
                 prefetch=prefetch,

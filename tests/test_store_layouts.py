@@ -15,9 +15,18 @@ from test_store_backends import (
     open_store_on,
 )
 
+from llama_index_docmemo.encoders.base import PageEncoder
 from llama_index_docmemo.errors import StoreError
-from llama_index_docmemo.store import MultivectorLayout
-from llama_index_docmemo.store.layouts import GRID, MULTI, POOLED, grid_means, grid_shape
+from llama_index_docmemo.store import MultivectorLayout, open_store
+from llama_index_docmemo.store.layouts import (
+    DEFAULT_LAYOUT,
+    GRID,
+    MULTI,
+    PAGE_IMAGE_LAYOUT,
+    POOLED,
+    grid_means,
+    grid_shape,
+)
 from llama_index_docmemo.store.validation import document_points
 from llama_index_docmemo.types import PageEmbedding
 
@@ -140,3 +149,25 @@ def test_edge_bulk_load_builds_the_index_once(
         assert built == [10]  # a write outside a bulk load builds nothing
     finally:
         store.close()
+
+
+class _Encoder(PageEncoder):
+    name, dim = "fake", DIM
+
+    def __init__(self, modality: str) -> None:
+        self.modality = modality  # type: ignore[assignment]
+
+    def encode_pages(self, pages):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+    def encode_queries(self, queries):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+
+def test_open_store_gives_page_image_encoders_the_page_image_layout(tmp_path: Path) -> None:
+    with open_store(tmp_path / "img", encoder=_Encoder("image")) as images:
+        assert images.layout == PAGE_IMAGE_LAYOUT  # type: ignore[attr-defined]
+    with open_store(tmp_path / "txt", encoder=_Encoder("text")) as text:
+        assert text.layout == DEFAULT_LAYOUT  # type: ignore[attr-defined]
+    with open_store(tmp_path / "img", encoder=_Encoder("text")) as reopened:  # the stored one
+        assert reopened.layout == PAGE_IMAGE_LAYOUT  # type: ignore[attr-defined]

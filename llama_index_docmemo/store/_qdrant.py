@@ -95,8 +95,9 @@ class QdrantLayoutStore(PageStore):
         idf_scope: "filter" computes the lexical IDF over the pages the query may see (no
             statistics leak across tenants, per-document BM25 when searching one document);
             "collection" over every page stored.
-        layout: the multivector layout of a new store (default :data:`DEFAULT_LAYOUT`); None
-            opens an existing store with the layout it was created with.
+        layout: the multivector layout the store must have; None: the one an existing store
+            was created with, or ``default_layout`` for a new one.
+        default_layout: the layout of a new store when ``layout`` is None.
     """
 
     max_batch_points: int = 256
@@ -111,6 +112,7 @@ class QdrantLayoutStore(PageStore):
         fusion: Fusion,
         idf_scope: IdfScope,
         layout: MultivectorLayout | None,
+        default_layout: MultivectorLayout = DEFAULT_LAYOUT,
     ) -> None:
         if dim < 1:
             raise StoreError(f"dim must be positive, got {dim}")
@@ -122,7 +124,7 @@ class QdrantLayoutStore(PageStore):
         self.fusion: Fusion = fusion
         self.idf_scope: IdfScope = idf_scope
         self._requested_layout = layout
-        self._meta = StoreMeta(encoder_name, dim, sparse, layout or DEFAULT_LAYOUT)
+        self._meta = StoreMeta(encoder_name, dim, sparse, layout or default_layout)
         self._bulk_depth = 0
 
     @property

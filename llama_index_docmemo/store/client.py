@@ -30,7 +30,7 @@ from llama_index_docmemo.store import access
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store._qdrant import QdrantLayoutStore
 from llama_index_docmemo.store.client_requests import Call, Routing, call, vectors_config
-from llama_index_docmemo.store.layouts import LEXICAL, MultivectorLayout
+from llama_index_docmemo.store.layouts import DEFAULT_LAYOUT, LEXICAL, MultivectorLayout
 from llama_index_docmemo.store.plans import Fusion, IdfScope
 
 _RETRY_STATUS = frozenset({429, 502, 503, 504})
@@ -64,7 +64,8 @@ class QdrantClientPageStore(QdrantLayoutStore):
             sharding): every read and write of such a tenant names its key, the other tenants
             share one key. Fixed at creation (a tenant's points cannot move keys afterwards).
         quantization_config: collection-wide quantization (the layout's own is per vector).
-        encoder_name / dim / sparse / fusion / idf_scope / layout: as for :class:`EdgePageStore`.
+        encoder_name / dim / sparse / fusion / idf_scope / layout / default_layout: as for
+            :class:`EdgePageStore`.
 
     Raises:
         StoreError: the server does not answer, or the collection was created with another
@@ -88,6 +89,7 @@ class QdrantClientPageStore(QdrantLayoutStore):
         fusion: Fusion = "rrf",
         idf_scope: IdfScope = "filter",
         layout: MultivectorLayout | None = None,
+        default_layout: MultivectorLayout = DEFAULT_LAYOUT,
         shard_number: int | None = None,
         replication_factor: int | None = None,
         write_consistency_factor: int | None = None,
@@ -103,6 +105,7 @@ class QdrantClientPageStore(QdrantLayoutStore):
             fusion=fusion,
             idf_scope=idf_scope,
             layout=layout,
+            default_layout=default_layout,
         )
         if sum(x is not None for x in (url, path, location)) != 1:
             raise StoreError(

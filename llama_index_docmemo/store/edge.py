@@ -215,8 +215,10 @@ class EdgePageStore(QdrantLayoutStore):
         sparse: store a lexical vector ("lexical", IDF modifier) beside the dense ones.
         fusion: "rrf" (default) or "dbsf", how dense and lexical candidates are fused.
         idf_scope: "filter" (IDF over the pages the query may see) or "collection".
-        layout: the multivector layout of a new store (see :mod:`.layouts`); None keeps the
-            stored one (new stores get :data:`~.layouts.DEFAULT_LAYOUT`).
+        layout: the multivector layout (see :mod:`.layouts`) the store must have; None keeps
+            the stored one, and a new store gets ``default_layout``.
+        default_layout: a new store's layout when ``layout`` is None (``open_store`` passes
+            :data:`~.layouts.PAGE_IMAGE_LAYOUT` for page-image encoders such as ColQwen).
 
     Raises:
         StoreError: the folder holds something else, is open elsewhere, or was created with
@@ -233,6 +235,7 @@ class EdgePageStore(QdrantLayoutStore):
         fusion: Fusion = "rrf",
         idf_scope: IdfScope = "filter",
         layout: MultivectorLayout | None = None,
+        default_layout: MultivectorLayout = DEFAULT_LAYOUT,
     ) -> None:
         super().__init__(
             encoder_name=encoder_name,
@@ -241,6 +244,7 @@ class EdgePageStore(QdrantLayoutStore):
             fusion=fusion,
             idf_scope=idf_scope,
             layout=layout,
+            default_layout=default_layout,
         )
         self.path = Path(path)
         self._shard: qe.EdgeShard | None = self._open()

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from llama_index_docmemo.encoders.base import PageEncoder
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.store.base import PageStore
-from llama_index_docmemo.store.layouts import MultivectorLayout
+from llama_index_docmemo.store.layouts import DEFAULT_LAYOUT, PAGE_IMAGE_LAYOUT, MultivectorLayout
 from llama_index_docmemo.store.plans import Fusion, IdfScope
 
 Backend = Literal["edge", "client"]
@@ -33,8 +33,9 @@ def open_store(
         path: folder of an embedded store (Qdrant Edge; ``backend="client"`` opens
             qdrant-client's local mode there instead).
         url / api_key / collection: a Qdrant server or cluster.
-        layout: the multivector layout of a new store (:mod:`.layouts`); None: the stored one
-            for an existing store, the default for a new one.
+        layout: the multivector layout (:mod:`.layouts`); None: the stored one for an existing
+            store; a new one gets :data:`~.layouts.PAGE_IMAGE_LAYOUT` for a page-image encoder
+            (ColQwen) and :data:`~.layouts.DEFAULT_LAYOUT` for a text encoder.
         client_options: passed to :class:`QdrantClientPageStore` (``shard_number``,
             ``replication_factor``, ``write_consistency_factor``, ``tenant_shard_keys``,
             ``quantization_config``, ``timeout``, ``retries``).
@@ -52,6 +53,7 @@ def open_store(
         "fusion": fusion,
         "idf_scope": idf_scope,
         "layout": layout,
+        "default_layout": PAGE_IMAGE_LAYOUT if encoder.modality == "image" else DEFAULT_LAYOUT,
     }
     if chosen == "edge":
         from llama_index_docmemo.store.edge import EdgePageStore

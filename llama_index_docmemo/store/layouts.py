@@ -109,7 +109,12 @@ class MultivectorLayout:
 LEGACY = MultivectorLayout()
 """The layout of every store written before layouts were configurable (0.1.0 and 0.2 dev)."""
 DEFAULT_LAYOUT = MultivectorLayout()
-"""The layout new stores get: chosen from the sizing table (README, "Sizing")."""
+"""New stores of text encoders (the CPU default: a few hundred small vectors a page)."""
+PAGE_IMAGE_LAYOUT = MultivectorLayout(
+    first_stage="rows_cols", storage="float16", quantization="binary", oversampling=2.0
+)
+"""New stores of page-image encoders (ColQwen2.5: ~750 patch vectors a page), chosen from the
+sizing table (README, "Sizing")."""
 
 
 def grid_shape(n_vectors: int, grid: tuple[int, int] | None) -> tuple[int, int]:
