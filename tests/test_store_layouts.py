@@ -171,3 +171,16 @@ def test_open_store_gives_page_image_encoders_the_page_image_layout(tmp_path: Pa
         assert text.layout == DEFAULT_LAYOUT  # type: ignore[attr-defined]
     with open_store(tmp_path / "img", encoder=_Encoder("text")) as reopened:  # the stored one
         assert reopened.layout == PAGE_IMAGE_LAYOUT  # type: ignore[attr-defined]
+
+
+def test_edge_indexes_every_filtered_key_and_the_tenant_as_tenant(tmp_path: Path) -> None:
+    from llama_index_docmemo.store.payloads import PAYLOAD_INDEXES
+
+    store = open_store_on("edge", tmp_path / "indexed")
+    try:
+        indexed = store.shard.info().payload_schema  # type: ignore[attr-defined]
+        assert set(indexed) == {key for key, _, _ in PAYLOAD_INDEXES}
+        tenants = {k for k, v in indexed.items() if getattr(v.params, "is_tenant", None)}
+        assert tenants == {"tenant_key"}
+    finally:
+        store.close()
