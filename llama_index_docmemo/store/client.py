@@ -73,7 +73,7 @@ class QdrantClientPageStore(QdrantLayoutStore):
     """
 
     max_batch_points = 64
-    max_batch_bytes = 8 << 20  # JSON is ~3x the float32 bytes; Qdrant refuses requests > 32 MB
+    max_batch_bytes = 8 << 20  # of vectors: JSON is ~3x that, and Qdrant refuses requests > 32 MB
 
     def __init__(
         self,
