@@ -11,6 +11,7 @@ from pathlib import Path
 
 from llama_index.core.schema import BaseNode, MediaResource, Node, NodeWithScore
 
+from llama_index_docmemo.store.payloads import file_name
 from llama_index_docmemo.types import PageRecord, PageRef
 
 _HIDDEN = ["doc_version", "source", "kind", "file_path", "summary"]
@@ -26,7 +27,7 @@ def page_node(record: PageRecord, *, image_path: Path | None = None, summary: st
         "doc_version": record.doc_version,
         "source": source,
         "section": record.section,
-        "file_name": Path(source).name if source else record.doc_id,
+        "file_name": file_name(source, record.doc_id),  # what the store filters on
         "file_path": source,
         "page_label": str(record.page),
     }

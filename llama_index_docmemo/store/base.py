@@ -63,8 +63,8 @@ class PageStore(ABC):
     @contextmanager
     def bulk_load(self) -> Iterator[None]:
         """Many documents are about to be written: a backend may defer index building (HNSW)
-        and batch its writes until the block ends. Searches stay correct meanwhile, only
-        slower. The default does nothing."""
+        until the block ends. Searches stay correct meanwhile, only slower. The default does
+        nothing."""
         yield
 
     def recover(self) -> int:
@@ -101,26 +101,6 @@ class PageStore(ABC):
             prefetch_limit=prefetch_limit,
         )
 
-    def feedback_search(
-        self,
-        positive: Sequence[PageRef],
-        negative: Sequence[PageRef] = (),
-        *,
-        limit: int,
-        page_filter: PageFilter | None = None,
-        using: str = "pooled",
-        strategy: str = "best_score",
-        target: QueryEmbedding | None = None,
-    ) -> list[PageHit]:
-        """Pages like the ``positive`` example pages and unlike the ``negative`` ones.
-
-        Qdrant's recommend query on the stored page vectors (``using``: "pooled" or the "multi"
-        MaxSim vector; ``strategy``: "best_score" or "sum_scores"); with a ``target`` (the
-        query's embedding) and negatives, Qdrant's discovery query instead. ``page_filter``
-        applies to the examples and to the results; example pages are never returned.
-        """
-        raise NotImplementedError(f"{type(self).__name__} has no feedback search")
-
     @abstractmethod
     def get_pages(
         self, refs: Sequence[PageRef], page_filter: PageFilter | None = None
@@ -146,9 +126,7 @@ class PageStore(ABC):
         """Async :meth:`list_documents`."""
         return await asyncio.to_thread(self.list_documents, page_filter)
 
-    async def aget_schema(
-        self, doc_id: str, *, tenant: str | None = None
-    ) -> DocumentSchema | None:
+    async def aget_schema(self, doc_id: str, *, tenant: str | None = None) -> DocumentSchema | None:
         """Async :meth:`get_schema`."""
         return await asyncio.to_thread(self.get_schema, doc_id, tenant=tenant)
 
