@@ -317,7 +317,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     print(f"{label}: {result.answer}")
     print(
         f"Status: {result.status} (stop: {trace.stop_reason}, rounds: {len(trace.rounds)}, "
-        f"reasoner: {trace.reasoner}, {trace.seconds:.2f}s)"
+        f"reader: {trace.reader}, {trace.seconds:.2f}s)"
     )
     print(
         "Evidence: "

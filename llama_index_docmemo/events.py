@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+from llama_index.core.base.llms.types import ImageBlock
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events.base import BaseEvent
@@ -53,7 +54,10 @@ class DocMemoRoundEndEvent(BaseEvent):
 
 
 class LLMCallTally:
-    """Requests counted inside one :func:`counting_llm_calls` block.
+    """Requests counted inside one :func:`counting_llm_calls` block, with the images they
+    carried and the tokens the LLM reported (``prompt_tokens`` / ``completion_tokens`` in the
+    response's ``additional_kwargs``, as LlamaIndex's OpenAI, Ollama and this package's
+    clients put them).
 
     A request made inside another (``CustomLLM.chat`` calls ``complete``) is one request:
     only starts with no request open count.
@@ -61,16 +65,31 @@ class LLMCallTally:
 
     def __init__(self) -> None:
         self.calls = 0
+        self.images = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
         self._open: list[str | None] = []
 
-    def started(self, span_id: str | None) -> None:
+    def started(self, event: BaseEvent) -> None:
         if not self._open:
             self.calls += 1
-        self._open.append(span_id)
+            for message in getattr(event, "messages", None) or []:
+                self.images += sum(isinstance(b, ImageBlock) for b in message.blocks)
+        self._open.append(event.span_id)
 
-    def ended(self, span_id: str | None) -> None:
-        if span_id in self._open:
-            self._open.remove(span_id)
+    def ended(self, event: BaseEvent) -> None:
+        if event.span_id not in self._open:
+            return
+        self._open.remove(event.span_id)
+        if self._open:
+            return
+        usage = getattr(getattr(event, "response", None), "additional_kwargs", None) or {}
+        self.prompt_tokens += _count(usage.get("prompt_tokens"))
+        self.completion_tokens += _count(usage.get("completion_tokens"))
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 _TALLY: ContextVar[LLMCallTally | None] = ContextVar("docmemo_llm_call_tally", default=None)
@@ -88,9 +107,9 @@ class _LLMCallCounter(BaseEventHandler):
         if tally is None:
             return
         if isinstance(event, _STARTS):
-            tally.started(event.span_id)
+            tally.started(event)
         elif isinstance(event, _ENDS):
-            tally.ended(event.span_id)
+            tally.ended(event)
 
 
 _installed: list[_LLMCallCounter] = []
@@ -104,10 +123,11 @@ def _install() -> None:
 
 
 @contextmanager
-def counting_llm_calls() -> Iterator[LLMCallTally]:
-    """Count the LLM requests made in this block (this thread / task only)."""
+def counting_llm_calls(tally: LLMCallTally | None = None) -> Iterator[LLMCallTally]:
+    """Count the LLM requests made in this block (this thread / task only), into ``tally``
+    when given (so several blocks add up), else a new one."""
     _install()
-    tally = LLMCallTally()
+    tally = tally if tally is not None else LLMCallTally()
     token = _TALLY.set(tally)
     try:
         yield tally

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import io
-from typing import TYPE_CHECKING
+import logging
+from collections.abc import Callable, Hashable, Mapping
+from typing import TYPE_CHECKING, TypeVar
 
 from llama_index.core.base.llms.types import ImageBlock
 
 if TYPE_CHECKING:
+    from llama_index.core.llms import LLM
     from PIL.Image import Image
+
+logger = logging.getLogger(__name__)
+
+K = TypeVar("K", bound=Hashable)
 
 MAX_IMAGE_SIDE = 1500
 
@@ -31,3 +38,27 @@ def png_image_block(image: Image, max_side: int = MAX_IMAGE_SIDE) -> ImageBlock:
     buf = io.BytesIO()
     fit_image(image, max_side).save(buf, format="PNG")
     return ImageBlock(image=buf.getvalue(), image_mimetype="image/png")
+
+
+def image_block(llm: LLM, image: Image) -> ImageBlock:
+    """``image`` as ``llm`` wants it: its own ``image_block`` (a server's size limit), else PNG."""
+    make = getattr(llm, "image_block", None)
+    return make(image) if callable(make) else png_image_block(image, MAX_IMAGE_SIDE)
+
+
+def max_images(llm: LLM, default: int = 8) -> int:
+    """Images the LLM's server takes in one request (``max_images_per_prompt`` when known)."""
+    value = getattr(llm, "max_images_per_prompt", None)
+    return int(value) if isinstance(value, int) and value > 0 else default
+
+
+def load_blocks(llm: LLM, loaders: Mapping[K, Callable[[], Image]]) -> dict[K, ImageBlock]:
+    """Each image loaded (rendered) and converted for ``llm``; one that fails is left out with a
+    warning (its page is still shown as text). Blocking: the async driver runs it off the loop."""
+    blocks: dict[K, ImageBlock] = {}
+    for key, load in loaders.items():
+        try:
+            blocks[key] = image_block(llm, load())
+        except Exception as exc:  # a page MuPDF cannot render still has its text
+            logger.warning("image of %s could not be loaded (%s); sending its text only", key, exc)
+    return blocks

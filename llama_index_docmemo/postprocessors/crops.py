@@ -7,8 +7,8 @@ with ``doc_id``, ``page``, ``doc_version``, ``source``), and inside :class:`DocM
 
 from __future__ import annotations
 
+import asyncio
 import logging
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from llama_index_docmemo.ingest.layout.blocks import CROP_KINDS, BBox, LayoutBlo
 from llama_index_docmemo.ingest.layout.cache import LayoutCache
 from llama_index_docmemo.ingest.layout.pymupdf_detect import DetectOptions, detect_layout_pymupdf
 from llama_index_docmemo.ingest.pdf import RENDER_ERRORS
-from llama_index_docmemo.paths import default_cache_dir
+from llama_index_docmemo.paths import default_cache_dir, write_atomically
 from llama_index_docmemo.postprocessors.crop_ranking import Candidate, select_crops
 
 logger = logging.getLogger(__name__)
@@ -106,6 +106,12 @@ class CropPostprocessor(BaseNodePostprocessor):
             for doc in docs.values():
                 doc.close()
         return list(nodes) + crops
+
+    async def _apostprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        """Layout detection and crop rendering are CPU work: done off the event loop."""
+        return await asyncio.to_thread(self._postprocess_nodes, nodes, query_bundle)
 
     def blocks_for(self, doc_version: str, source: str, page: int) -> list[LayoutBlock]:
         """Layout blocks of one page: from the cache, else detected with PyMuPDF and stored."""
@@ -205,10 +211,7 @@ def render_crop(
     while max(pix.width, pix.height) > max_long_side:  # rounding can add a pixel
         scale *= max_long_side / max(pix.width, pix.height) - 1e-4
         pix = page.get_pixmap(clip=clip, matrix=pymupdf.Matrix(scale, scale), alpha=False)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.png")
-    pix.save(str(tmp))
-    os.replace(tmp, path)
+    write_atomically(path, lambda tmp: pix.save(str(tmp)))
     return True
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from llama_index_docmemo.steps import Steps, arun, offload
 from llama_index_docmemo.types import EvidenceNote, Feedback, PageRef, Status
 
 __all__ = [
@@ -74,7 +74,13 @@ class ReasoningInput:
 
 
 class Reasoner(ABC):
-    """Reads pages and labels them; implementations: offline (text rules), VLM, simulated (eval)."""
+    """Reads pages and labels them; implementations: the LLM reader, offline (text rules),
+    simulated (evaluation).
+
+    :meth:`read` is the reading as steps (``steps.py``), which the loop runs with sync or async
+    I/O; by default it runs :meth:`reason` (a reader without I/O of its own) off the event
+    loop. A reader that talks to a model overrides :meth:`read` and runs it from :meth:`reason`.
+    """
 
     name: str = "reasoner"
 
@@ -82,9 +88,13 @@ class Reasoner(ABC):
     def reason(self, inp: ReasoningInput) -> Feedback:
         """One reading round."""
 
+    def read(self, inp: ReasoningInput) -> Steps[Feedback]:
+        """One reading round as steps."""
+        return (yield offload(self.reason, inp))
+
     async def areason(self, inp: ReasoningInput) -> Feedback:
-        """Async :meth:`reason`; network reasoners override with a native async call."""
-        return await asyncio.to_thread(self.reason, inp)
+        """Async :meth:`reason` (the event loop is never blocked)."""
+        return await arun(self.read(inp))
 
     def synthesize(self, question: str, evidence: list[EvidenceNote], draft: str | None) -> str:
         """Final answer from what was found when the loop ran out of rounds."""
