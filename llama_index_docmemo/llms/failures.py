@@ -13,7 +13,7 @@ from llama_index_docmemo.errors import LLMError
 from llama_index_docmemo.llms.context import ContextWindowError, parse_overflow
 from llama_index_docmemo.llms.deadline import TOTAL_DEADLINE_PASSED, DeadlineExceeded
 from llama_index_docmemo.llms.environment import ENV_DEADLINE
-from llama_index_docmemo.llms.structured import names_response_format
+from llama_index_docmemo.llms.structured import names_response_format, refuses_content
 
 _RETRIED_STATUS = frozenset({408, 409, 429})
 
@@ -50,8 +50,9 @@ def was_retried(exc: BaseException) -> bool:
     if isinstance(exc, openai.APIConnectionError):
         return True
     status = status_of(exc)
-    if status is None or names_response_format(status, error_text(exc)):
-        return False  # a refusal of the response format is marked not-to-retry (deadline.py)
+    text = error_text(exc)
+    if status is None or names_response_format(status, text) or refuses_content(text):
+        return False  # a refusal of the request's form is marked not-to-retry (deadline.py)
     return status in _RETRIED_STATUS or status >= 500
 
 

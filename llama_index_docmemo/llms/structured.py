@@ -121,6 +121,23 @@ def names_response_format(status: int | None, message: str) -> bool:
     return bool(_FORMAT_WORDS.search(message))
 
 
+_CONTENT_REFUSAL = re.compile(
+    r'can only concatenate str \(not \\?"list\\?"\) to str'  # llama-cpp-python (also JSON-escaped)
+    r"|is not a multimodal model"  # vLLM serving a text-only model
+    r"|does not support image"  # Ollama / LM Studio, a model without vision
+    r"|at most 0 image",  # older vLLM
+    re.IGNORECASE,
+)
+
+
+def refuses_content(message: str) -> bool:
+    """Whether an error reply is a refusal of list or image content (a text-only model), which
+    a request rebuilt as plain text would pass. The first wording was recorded from
+    llama-cpp-python 0.3.36 with SmolLM2; the others are vLLM's and Ollama's as their users
+    report them."""
+    return bool(_CONTENT_REFUSAL.search(message))
+
+
 def next_mode(mode: str) -> str | None:
     """The mode "auto" tries after ``mode`` was refused; None when nothing is left."""
     if mode not in AUTO_ORDER:

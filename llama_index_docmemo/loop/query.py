@@ -546,7 +546,8 @@ class DocMemoLoop:
         useful = set(self.episodic.useful_pages)
         sources = evidence + [c for c in self.crops if node_ref(c) in useful]
         reader = self.parts.reader
-        choice = getattr(reader, "image_choice", None)
+        decide = getattr(reader, "images_now", None)  # after a refusal a server gets text
+        choice = decide() if callable(decide) else None
         trace = QueryTrace(
             question=self.question,
             answer=answer,

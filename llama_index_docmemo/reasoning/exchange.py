@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -33,7 +32,7 @@ from llama_index.core.base.llms.types import ChatMessage, ImageBlock, TextBlock
 from llama_index.core.output_parsers.base import OutputParserException
 from llama_index.core.prompts import ChatPromptTemplate
 from llama_index.core.types import PydanticProgramMode
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from llama_index_docmemo.llms.context import (
     ContextBudget,
@@ -43,7 +42,11 @@ from llama_index_docmemo.llms.context import (
     parse_overflow,
 )
 from llama_index_docmemo.llms.servers import SERVERS, server_key
-from llama_index_docmemo.llms.structured import ask_with_schema_in_prompt
+from llama_index_docmemo.llms.structured import (
+    ReplyError,
+    ask_with_schema_in_prompt,
+    refuses_content,
+)
 from llama_index_docmemo.steps import Steps, either, offload
 
 if TYPE_CHECKING:
@@ -53,16 +56,24 @@ logger = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
 
-MALFORMED = (ValueError, TypeError, OutputParserException)
-"""What a structured-output call raises for a reply that is not the model asked for."""
+def malformed(error: BaseException, model: type[BaseModel]) -> bool:
+    """Whether a structured-output call failed because the reply is not a ``model`` (rather
+    than for any other reason, which must propagate): its validation error, or the parse
+    errors LlamaIndex's programs and this package raise for a reply without the JSON asked for.
+    """
+    if isinstance(error, ReplyError | OutputParserException):
+        return True
+    if isinstance(error, ValidationError):
+        return error.title in _model_names(model)
+    text = str(error)
+    return isinstance(error, ValueError | TypeError) and (
+        model.__name__ in text or "Could not extract json" in text
+    )
 
-_CONTENT_REFUSAL = re.compile(
-    r'can only concatenate str \(not "list"\) to str'  # llama-cpp-python, text chat template
-    r"|is not a multimodal model"  # vLLM serving a text-only model
-    r"|does not support image"  # Ollama / LM Studio, model without vision
-    r"|at most 0 image",  # older vLLM
-    re.IGNORECASE,
-)
+
+def _model_names(model: type[BaseModel]) -> set[str]:
+    """The reply model's name and those of the models nested in it."""
+    return {model.__name__, *model.model_json_schema().get("$defs", {})}
 
 Build = Callable[[bool], Steps[list[ChatMessage]]]
 """Builds the request, with page images (True) or as text only (False)."""
@@ -157,7 +168,7 @@ def _overflow(llm: LLM, error: Exception) -> tuple[int, int] | None:
 
 def _refuses_content(llm: LLM, error: Exception, sent: list[ChatMessage]) -> bool:
     """Whether the server refused the request's images or list content (then: text only)."""
-    if not images_in(sent) or not _CONTENT_REFUSAL.search(str(error)):
+    if not images_in(sent) or not refuses_content(str(error)):
         return False
     key = server_key(llm)
     if key is not None:
@@ -177,7 +188,9 @@ def _ask_native(llm: LLM, messages: list[ChatMessage], model: type[M]) -> Steps[
     prompt = ChatPromptTemplate(message_templates=messages)
     try:
         return (yield either(llm.structured_predict, llm.astructured_predict, model, prompt))
-    except MALFORMED as problem:
+    except Exception as problem:
+        if not malformed(problem, model):
+            raise
         logger.warning("%s reply did not validate (%s); ignored", model.__name__, problem)
         return None
 
