@@ -184,10 +184,6 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
         return "OpenAICompatible"
 
     # -- request shaping ----------------------------------------------------------------------
-    def image_block(self, image: Any) -> ImageBlock:
-        """``image`` (PIL) as a PNG block within this server's size limit."""
-        return png_image_block(image, self.max_image_side)
-
     def _prepare(self, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
         """Check the image cap and bring every inline image to PNG within ``max_image_side``."""
         count = sum(isinstance(b, ImageBlock) for m in messages for b in m.blocks)
@@ -221,7 +217,7 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
             if image.format == "PNG" and max(image.size) <= self.max_image_side:
                 return block
             image.load()
-            return self.image_block(image)
+            return png_image_block(image, self.max_image_side)
 
     # -- context window -------------------------------------------------------------------------
     def context_budget(self) -> ContextBudget:

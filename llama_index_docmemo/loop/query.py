@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import llama_index.core.instrumentation as instrument
@@ -32,6 +33,7 @@ from llama_index_docmemo.events import (
     counting_llm_calls,
 )
 from llama_index_docmemo.expansion import expansion_terms
+from llama_index_docmemo.ingest.page_images import page_image_files
 from llama_index_docmemo.llms.deadline import deadline_scope
 from llama_index_docmemo.loop.instrumentation import rerank_events, retrieval_events
 from llama_index_docmemo.loop.parts import LoopParts, clean_question
@@ -41,7 +43,7 @@ from llama_index_docmemo.loop.result import (
     capped_crops,
     crop_view,
     evidence_refs,
-    render_evidence,
+    page_image,
 )
 from llama_index_docmemo.memory.belief import PageBeliefMemory, normalise_scores
 from llama_index_docmemo.memory.episodic import EpisodicMemory
@@ -403,12 +405,14 @@ class DocMemoLoop:
 
     def page_view(self, record: PageRecord) -> PageView:
         use_schema = self.config.loop.use_schema
+        cache = self.parts.cache_dir
         return PageView(
             ref=record.ref,
             text=record.text,
             section=self.schema.section_of(record.ref) if use_schema else "",
             summary=self.schema.summary_of(record.ref) if use_schema else "",
-            load_image=partial(_render, record.source, record.page),
+            image=page_image(record, cache) if cache is not None else None,
+            load_image=partial(_render, record.source, record.page) if cache is None else None,
         )
 
     def _budget_left(self) -> bool:
@@ -528,13 +532,15 @@ class DocMemoLoop:
         cited = [n.page for n in self.episodic.evidence]
         refs = evidence_refs(self.episodic.useful_pages, cited, self.read)
         records = [self.records[r] for r in refs if r in self.records]
-        images: dict[PageRef, object] = {}
-        if self.parts.evidence_images and self.parts.cache_dir is not None and records:
-            images = yield offload(render_evidence, records, self.parts.cache_dir)
+        images: dict[PageRef, Path | None] = {}
+        cache = self.parts.cache_dir
+        if self.parts.evidence_images and cache is not None and records:
+            files = yield from page_image_files([page_image(r, cache) for r in records])
+            images = {r.ref: path for r, path in zip(records, files, strict=True)}
         evidence = sorted(
             (
                 PageWithScore(
-                    node=page_node(rec, image_path=images.get(rec.ref)),  # type: ignore[arg-type]
+                    node=page_node(rec, image_path=images.get(rec.ref)),
                     score=float(self.beliefs.mean([rec.ref])[0])
                     if rec.ref in self.beliefs
                     else 0.5,

@@ -1,8 +1,8 @@
-"""What a query returns: the answer, the evidence nodes and the trace, built in one place.
+"""What a query returns (the answer, the evidence nodes and the trace) and the pieces of a
+round shown to the reader (page images, crops within the per-query cap).
 
-Evidence pages may carry their rendered image (for an app to show); images are rendered once
-per document version and page into the cache folder, written atomically so concurrent queries
-never lose or half-read one.
+Evidence pages may carry their rendered image (for an app to show): the same file the reader was
+shown, rendered once per document version and page (``ingest/page_images.py``).
 """
 
 from __future__ import annotations
@@ -11,26 +11,22 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from llama_index.core.base.response.schema import Response
 from llama_index.core.schema import NodeWithScore
 
-from llama_index_docmemo.errors import IngestError
+from llama_index_docmemo.ingest.page_images import PageImage
 from llama_index_docmemo.nodes import node_ref
-from llama_index_docmemo.paths import write_atomically
 from llama_index_docmemo.reasoning.base import CropView
 from llama_index_docmemo.trace import QueryTrace
 from llama_index_docmemo.types import PageRecord, PageRef
-
-if TYPE_CHECKING:
-    from PIL.Image import Image
 
 logger = logging.getLogger(__name__)
 
 NOT_ANSWERABLE = "Not answerable: the pages read do not contain this information."
 
-EVIDENCE_IMAGE_SIDE = 1500
+PAGE_IMAGE_SIDE = 1500
+"""Long side of the page images shown to a reader and attached to evidence nodes."""
 
 
 @dataclass
@@ -50,26 +46,9 @@ class DocMemoResult:
         )
 
 
-def render_evidence(records: Sequence[PageRecord], cache: Path) -> dict[PageRef, Path]:
-    """PNG files of the pages of ``records`` whose PDF is on disk, rendered once per version and
-    page (blocking: the async driver runs it off the event loop). A page MuPDF cannot render
-    keeps its text and gets no image."""
-    from llama_index_docmemo.ingest.pdf import render_page
-
-    out: dict[PageRef, Path] = {}
-    for record in records:
-        if not record.source or not Path(record.source).is_file():
-            continue
-        path = cache / "pages" / f"{record.doc_version[:16]}-p{record.page}.png"
-        if not path.is_file():
-            try:
-                image = render_page(record.source, record.page, EVIDENCE_IMAGE_SIDE)
-            except IngestError as exc:
-                logger.warning("no evidence image: %s", exc)
-                continue
-            write_atomically(path, lambda tmp, image=image: image.save(tmp, format="PNG"))
-        out[record.ref] = path
-    return out
+def page_image(record: PageRecord, cache: Path) -> PageImage:
+    """Where a page's image is cached (the reader and the evidence nodes share the file)."""
+    return PageImage(record.source, record.doc_version, record.page, PAGE_IMAGE_SIDE, cache)
 
 
 def crop_view(node: NodeWithScore) -> CropView:
@@ -77,12 +56,8 @@ def crop_view(node: NodeWithScore) -> CropView:
     meta = node.node.metadata
     image_path = meta.get("image_path")
 
-    def load_image() -> Image:
-        from PIL import Image as PILImage
-
-        with PILImage.open(image_path) as image:
-            image.load()
-            return image
+    def load_image() -> Path:
+        return Path(image_path)
 
     return CropView(
         page=node_ref(node),

@@ -7,7 +7,6 @@ with ``doc_id``, ``page``, ``doc_version``, ``source``), and inside :class:`DocM
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +24,7 @@ from llama_index_docmemo.ingest.layout.pymupdf_detect import DetectOptions, dete
 from llama_index_docmemo.ingest.pdf import RENDER_ERRORS
 from llama_index_docmemo.paths import default_cache_dir, write_atomically
 from llama_index_docmemo.postprocessors.crop_ranking import Candidate, select_crops
+from llama_index_docmemo.workers import run_in_worker
 
 logger = logging.getLogger(__name__)
 _HIDDEN_KEYS = ["image_path", "bbox", "doc_version", "source"]
@@ -110,8 +110,11 @@ class CropPostprocessor(BaseNodePostprocessor):
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        """Layout detection and crop rendering are CPU work: done off the event loop."""
-        return await asyncio.to_thread(self._postprocess_nodes, nodes, query_bundle)
+        """Layout analysis and crop rendering hold the GIL (PyMuPDF): done in a worker process,
+        so the event loop runs on (the layout cache and crop files are shared on disk)."""
+        settings = self.model_dump(exclude={"callback_manager"})
+        query = query_bundle.query_str if query_bundle is not None else None
+        return await run_in_worker(crops_in_worker, settings, nodes, query)
 
     def blocks_for(self, doc_version: str, source: str, page: int) -> list[LayoutBlock]:
         """Layout blocks of one page: from the cache, else detected with PyMuPDF and stored."""
@@ -191,6 +194,14 @@ class CropPostprocessor(BaseNodePostprocessor):
             / safe_version
             / f"p{block.page}_{box}_{self.max_long_side}.png"
         )
+
+
+def crops_in_worker(
+    settings: dict[str, Any], nodes: list[NodeWithScore], query: str | None
+) -> list[NodeWithScore]:
+    """:meth:`CropPostprocessor._postprocess_nodes` in a worker process, from its settings."""
+    bundle = QueryBundle(query) if query is not None else None
+    return CropPostprocessor(**settings)._postprocess_nodes(nodes, bundle)
 
 
 def render_crop(

@@ -11,7 +11,6 @@ events (for this postprocessor and any other).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage
@@ -22,9 +21,11 @@ from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from llama_index_docmemo.ingest.page_images import PageImage
 from llama_index_docmemo.llms.images import load_blocks, max_images
 from llama_index_docmemo.llms.vision import ImagesSetting, decide_images
 from llama_index_docmemo.nodes import node_ref
+from llama_index_docmemo.paths import default_cache_dir
 from llama_index_docmemo.reasoning.base import PageView
 from llama_index_docmemo.reasoning.exchange import ask_structured
 from llama_index_docmemo.reasoning.prompts import (
@@ -35,6 +36,7 @@ from llama_index_docmemo.reasoning.prompts import (
     to_messages,
 )
 from llama_index_docmemo.reasoning.replies import RerankReply, picks_of
+from llama_index_docmemo.reasoning.vlm import page_loaders_for
 from llama_index_docmemo.steps import Steps, arun, offload, run
 from llama_index_docmemo.types import EvidenceNote, PageRef
 
@@ -97,7 +99,7 @@ class LLMReranker(BaseNodePostprocessor, PromptMixin):
                 text=n.node.get_content(),
                 section=str(n.node.metadata.get("section", "")),
                 summary=str(n.node.metadata.get("summary", "")),
-                load_image=_renderer(n, self.image_side),
+                image=_page_image(n, self.image_side),
             )
             for n in nodes[: self.max_candidates]
         ]
@@ -107,9 +109,10 @@ class LLMReranker(BaseNodePostprocessor, PromptMixin):
     ) -> Steps[list[ChatMessage]]:
         loaders: dict[ImageSlot, Any] = {}
         if send_images:
-            with_image = [i for i, v in enumerate(views) if v.load_image is not None]
-            cap = max_images(self.llm)
-            loaders = {ImageSlot("page", i): views[i].load_image for i in with_image[:cap]}
+            chosen = [i for i, v in enumerate(views) if v.has_image][: max_images(self.llm)]
+            found = yield from page_loaders_for([views[i] for i in chosen])
+            pairs = zip(chosen, found, strict=True)
+            loaders = {ImageSlot("page", i): load for i, load in pairs if load is not None}
         images = (yield offload(load_blocks, self.llm, loaders)) if loaders else {}
         memory = query if isinstance(query, RoundQueryBundle) else None
         parts = rerank_prompt(
@@ -163,11 +166,12 @@ class LLMReranker(BaseNodePostprocessor, PromptMixin):
         return await arun(self.rerank(nodes, query_bundle))
 
 
-def _renderer(node: NodeWithScore, side: int) -> Any:
-    """A loader of the page image of a page node whose PDF is known, else None."""
-    source = node.node.metadata.get("source") or node.node.metadata.get("file_path")
-    if not source:
+def _page_image(node: NodeWithScore, side: int) -> PageImage | None:
+    """Where the page image of a page node whose PDF is known is cached, else None."""
+    meta = node.node.metadata
+    source = meta.get("source") or meta.get("file_path")
+    if not source or "doc_version" not in meta:
         return None
-    from llama_index_docmemo.ingest.pdf import render_page
-
-    return partial(render_page, str(source), int(node.node.metadata["page"]), side)
+    return PageImage(
+        str(source), str(meta["doc_version"]), int(meta["page"]), side, default_cache_dir()
+    )

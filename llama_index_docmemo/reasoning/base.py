@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from llama_index_docmemo.ingest.page_images import PageImage
 from llama_index_docmemo.steps import Steps, arun, offload
 from llama_index_docmemo.types import EvidenceNote, Feedback, PageRef, Status
 
@@ -23,7 +24,8 @@ __all__ = [
 
 @dataclass
 class CropView:
-    """A table/figure crop of a page shown to the reasoner (adaptive granularity)."""
+    """A table/figure crop of a page shown to the reasoner (adaptive granularity);
+    ``load_image`` gives a PIL image or a PNG file."""
 
     page: PageRef
     kind: str
@@ -34,13 +36,20 @@ class CropView:
 
 @dataclass
 class PageView:
-    """A page as the reasoner sees it: text, section, summary, and its image on demand."""
+    """A page as the reasoner sees it: text, section, summary, and its image: a cached file
+    (``image``, rendered once per version and page) or ``load_image`` (a PIL image or a PNG
+    file on demand)."""
 
     ref: PageRef
     text: str
     section: str = ""
     summary: str = ""
     load_image: Callable[[], Any] | None = None
+    image: PageImage | None = None
+
+    @property
+    def has_image(self) -> bool:
+        return self.load_image is not None or (self.image is not None and self.image.renderable)
 
 
 @dataclass

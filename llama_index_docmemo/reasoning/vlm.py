@@ -4,15 +4,17 @@ chat LLM and reads its structured reply."""
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.prompts import BasePromptTemplate
 
+from llama_index_docmemo.ingest.page_images import page_image_files
 from llama_index_docmemo.llms.images import load_blocks
 from llama_index_docmemo.llms.images import max_images as llm_max_images
 from llama_index_docmemo.llms.vision import ImageChoice, ImagesSetting, decide_images
-from llama_index_docmemo.reasoning.base import Feedback, Reasoner, ReasoningInput
+from llama_index_docmemo.reasoning.base import Feedback, PageView, Reasoner, ReasoningInput
 from llama_index_docmemo.reasoning.exchange import ask_structured
 from llama_index_docmemo.reasoning.prompts import (
     READER_REPLY_PROMPT,
@@ -84,16 +86,20 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
         return choice
 
     def build(self, inp: ReasoningInput, send_images: bool) -> Steps[list[ChatMessage]]:
-        """The chat request for one round; page and crop images are loaded off the event loop."""
-        loaders = {}
+        """The chat request for one round; page images are rendered once into the cache (in
+        worker processes under the async driver) and crops read from theirs, off the loop."""
+        loaders: dict[ImageSlot, Callable[[], Any]] = {}
         if send_images and self.max_images > 0:
             shown = {p.ref for p in inp.pages}
             pages, crops = plan_images(
-                [p.load_image is not None for p in inp.pages],
+                [p.has_image for p in inp.pages],
                 [c.load_image is not None and c.page in shown for c in inp.crops],
                 self.max_images,
             )
-            loaders.update({ImageSlot("page", i): inp.pages[i].load_image for i in sorted(pages)})
+            chosen = sorted(pages)
+            found = yield from page_loaders_for([inp.pages[i] for i in chosen])
+            pairs = zip(chosen, found, strict=True)
+            loaders.update({ImageSlot("page", i): load for i, load in pairs if load is not None})
             loaders.update({ImageSlot("crop", j): inp.crops[j].load_image for j in sorted(crops)})
         images = (yield offload(load_blocks, self.llm, loaders)) if loaders else {}
         page_chars = page_text_budget(
@@ -124,3 +130,18 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
 
     def reason(self, inp: ReasoningInput) -> Feedback:
         return run(self.read(inp))
+
+
+def page_loaders_for(views: list[PageView]) -> Steps[list[Callable[[], Any] | None]]:
+    """Steps: a loader of each view's image: its cached file (rendered now where missing), else
+    its own ``load_image``; None for a page whose image cannot be had."""
+    cached = [v.image for v in views if v.image is not None and v.image.renderable]
+    files = iter((yield from page_image_files(cached)) if cached else [])
+    loaders: list[Callable[[], Any] | None] = []
+    for view in views:
+        if view.image is not None and view.image.renderable:
+            path = next(files)
+            loaders.append((lambda path=path: path) if path is not None else view.load_image)
+        else:
+            loaders.append(view.load_image)
+    return loaders
