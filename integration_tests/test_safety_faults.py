@@ -281,7 +281,7 @@ def test_index_layout_goes_on_past_an_oversized_page(
 
     poster = write_oversized(tmp_path / "docs" / "poster.pdf")
     normal = write_pdf(tmp_path / "docs" / "normal.pdf", ["Revenue table: 4,200 units."])
-    monkeypatch.setenv("DOCMEMO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("DOCMEMO_CACHE_DIR", str(tmp_path / "cache"))
     warnings = _index_layouts([str(poster), str(normal)], "pymupdf")
     out = capsys.readouterr().out
     assert f"layout (pymupdf): {poster}: " in out and f"layout (pymupdf): {normal}: " in out

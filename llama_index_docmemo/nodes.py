@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llama_index.core.schema import BaseNode, MediaResource, Node, NodeWithScore
+from llama_index.core.schema import (
+    BaseNode,
+    MediaResource,
+    Node,
+    NodeRelationship,
+    NodeWithScore,
+    RelatedNodeInfo,
+)
 
 from llama_index_docmemo.store.payloads import file_name
 from llama_index_docmemo.types import PageRecord, PageRef
@@ -18,7 +25,9 @@ _HIDDEN = ["doc_version", "source", "kind", "file_path", "summary"]
 
 
 def page_node(record: PageRecord, *, image_path: Path | None = None, summary: str = "") -> Node:
-    """A page as a node: its text, optionally its rendered image, and citation metadata."""
+    """A page as a node: its text, optionally its rendered image, and citation metadata
+    (``file_name`` the file's name, ``file_path`` its absolute path, ``doc_id`` and
+    ``ref_doc_id`` the document id, ``page_label`` the 1-based page number)."""
     source = record.source
     metadata = {
         "kind": "page",
@@ -38,6 +47,8 @@ def page_node(record: PageRecord, *, image_path: Path | None = None, summary: st
         text_resource=MediaResource(text=record.text),
         image_resource=MediaResource(path=image_path) if image_path is not None else None,
         metadata=metadata,
+        # ``node.ref_doc_id`` is the document id, as ``DocMemoIndex.delete_ref_doc`` takes it
+        relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=record.doc_id)},
         excluded_embed_metadata_keys=list(_HIDDEN),
         excluded_llm_metadata_keys=list(_HIDDEN),
     )

@@ -168,4 +168,3 @@ class Feedback(BaseModel):
     missing: list[str] = Field(default_factory=list)
     refined_query: str | None = None
     status: Status = "need_more"
-    llm_calls: int = 0

@@ -225,6 +225,8 @@ class EdgePageStore(QdrantLayoutStore):
             another encoder or layout.
     """
 
+    off_loop_threads = 1  # the engine holds the GIL through a call: one thread (base.py)
+
     def __init__(
         self,
         path: str | Path,
