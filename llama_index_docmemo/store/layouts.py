@@ -115,8 +115,8 @@ PAGE_IMAGE_LAYOUT = MultivectorLayout(
 )
 """New stores of page-image encoders (ColQwen2.5: ~750 patch vectors a page), chosen from the
 sizing table (README, "Sizing"): at 10,000 ColQwen-shaped pages recall@10 0.995 at prefetch 100,
-half the bytes of float32, an index built in 50 s; ``rows_cols`` did not finish building its
-index in 50 minutes there."""
+57% of float32's bytes, an index built in 50 s (``rows_cols``: 0.995 at prefetch 50, but 57
+minutes to build its index on this 2-core machine)."""
 
 
 def grid_shape(n_vectors: int, grid: tuple[int, int] | None) -> tuple[int, int]:
