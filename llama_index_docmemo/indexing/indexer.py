@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -212,8 +213,12 @@ class DocumentIndexer:
         outcomes: dict[str, DocumentOutcome] = {}
         run = (executor or SerialExecutor()).run(jobs, self)
         unit = "file" if jobs and jobs[0].path is not None else "doc"
+        bulk = self.store.bulk_load() if len(jobs) > 1 else nullcontext()
         try:
-            with tqdm(total=len(jobs), desc="indexing", unit=unit, disable=not progress) as bar:
+            with (
+                bulk,
+                tqdm(total=len(jobs), desc="indexing", unit=unit, disable=not progress) as bar,
+            ):
                 for outcome in run:
                     outcomes[outcome.label] = outcome
                     bar.update(1)
