@@ -10,9 +10,12 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llama_index_docmemo.errors import DocMemoError
+
+if TYPE_CHECKING:
+    from llama_index_docmemo.distributed import RayExecutor
 
 DEFAULT_STORE = Path(os.environ.get("DOCMEMO_STORE", "./docmemo_store"))
 
@@ -159,6 +162,7 @@ def _add_scope_args(parser: argparse.ArgumentParser, *, docs: bool = True) -> No
 def cmd_index(args: argparse.Namespace) -> int:
     from llama_index_docmemo.indexing import DocumentIndexer
 
+    executor = _index_executor(args)  # before any work: bad flags, Ray missing
     encoder = _encoder(args)
     summarizer = None
     llm = _llm(args)
@@ -168,7 +172,6 @@ def cmd_index(args: argparse.Namespace) -> int:
         summarizer = VLMPageSummarizer(llm)
     if args.id is not None and len(args.paths) != 1:
         raise DocMemoError("--id names one document: give exactly one PDF file with it")
-    executor = _index_executor(args)
     with _store(args, encoder, create=True) as store:
         indexer = DocumentIndexer(
             store, encoder, ocr=args.ocr, summarizer=summarizer, batch_size=args.batch_size
@@ -192,7 +195,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 1 if report.failed else 0
 
 
-def _index_executor(args: argparse.Namespace) -> Any:
+def _index_executor(args: argparse.Namespace) -> RayExecutor | None:
     """The Ray executor ``--ray`` asks for (None: this process); Ray is imported only then."""
     if args.ray is None:
         if args.workers is not None or args.gpus_per_worker:

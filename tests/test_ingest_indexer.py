@@ -306,3 +306,21 @@ def test_only_an_installed_hook_runs_at_fault_points(tmp_path: Path, parts, monk
     finally:
         assert set_fault_hook(None) == reached.append
     assert reached == ["batch-encoded", "document-indexed"]
+
+
+def test_a_page_the_encoder_cannot_read_fails_that_document_only(tmp_path: Path) -> None:
+    from llama_index_docmemo.errors import DocMemoError
+
+    class RefusingEncoder(LengthEncoder):
+        def encode_pages(self, pages: Sequence[PageInput]) -> list[PageEmbedding]:
+            if pages[0].ref.doc_id == "b.pdf":
+                raise DocMemoError(f"page {pages[0].ref}: 3 image tokens, expected 4")
+            return super().encode_pages(pages)
+
+    store = DictStore()
+    docs = [make_report(tmp_path / name) for name in ("a.pdf", "b.pdf", "c.pdf")]
+    report = DocumentIndexer(store, RefusingEncoder(), ocr=False).index_paths([tmp_path])
+    assert report.indexed == [str(docs[0]), str(docs[2])] and store.upserts == ["a.pdf", "c.pdf"]
+    assert report.failed == [
+        (str(docs[1]), "cannot encode: page b.pdf#p1: 3 image tokens, expected 4")
+    ]
