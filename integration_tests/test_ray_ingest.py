@@ -29,9 +29,10 @@ from safety_worker import HashEncoder, write_pdf
 
 from llama_index_docmemo.indexing import DocumentIndexer, IndexReport
 from llama_index_docmemo.ingest.pdf import file_sha256
-from llama_index_docmemo.store import _layout as L
-from llama_index_docmemo.store import open_store
+from llama_index_docmemo.store import ids, open_store, scopes
+from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store.base import PageStore
+from llama_index_docmemo.store.client import QdrantClientPageStore
 from llama_index_docmemo.types import PageFilter
 
 ray = pytest.importorskip("ray")
@@ -42,6 +43,8 @@ pytestmark = pytest.mark.slow
 ENCODER = HashEncoder()
 TENANT = "acme"
 COLLECTION = "docmemo_pages"
+BATCH = QdrantClientPageStore.max_batch_points  # pages a worker writes in one request
+PAGES = BATCH + 6  # so a document is written in two requests: a kill can fall between them
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +75,8 @@ def write_plan(plan: Path, **spec: Any) -> None:
     plan.write_text(json.dumps(spec))
 
 
-def make_docs(folder: Path, n: int, pages: int = 20) -> dict[str, Path]:
-    """``n`` PDFs of ``pages`` pages (more than a server write batch: 16 points)."""
+def make_docs(folder: Path, n: int, pages: int = PAGES) -> dict[str, Path]:
+    """``n`` PDFs of ``pages`` pages (by default more than one server write batch)."""
     return {
         f"d{i}.pdf": write_pdf(
             folder / f"d{i}.pdf",
@@ -98,7 +101,7 @@ def points(backend: FakeQdrant) -> dict[str, tuple[dict, dict]]:
 
 def journals(store: PageStore) -> set[str]:
     """Documents with an interrupted write (a journal note) in the store."""
-    return {str(note["doc_key"]) for note in store._scroll(L.kind_filter(L.KIND_JOURNAL))}
+    return {str(note["doc_key"]) for note in store._run(op.scroll_all(scopes.journal_filter()))}
 
 
 def assert_committed(store: PageStore, docs: dict[str, Path], n_pages: int | None = None) -> None:
@@ -114,7 +117,9 @@ def assert_committed(store: PageStore, docs: dict[str, Path], n_pages: int | Non
         scope = PageFilter(doc_ids=(doc_id,), tenant=TENANT)
         assert store.count_pages(scope) == expected, f"{doc_id}: stale or partial pages left"
         committed.add((doc_id, version))
-        assert L.document_point_id(TENANT, doc_id) not in journals(store), f"{doc_id}: journal left"
+        assert ids.document_point_id(TENANT, doc_id) not in journals(store), (
+            f"{doc_id}: journal left"
+        )
     hits = store.search(
         ENCODER.encode_query("heron tariff page"), limit=500, page_filter=PageFilter(tenant=TENANT)
     )
@@ -152,7 +157,7 @@ def test_workers_killed_mid_document_leave_every_document_committed_once(
     plan: Path, tmp_path: Path
 ) -> None:
     folder = tmp_path / "docs"
-    docs = make_docs(folder, 5)
+    docs = make_docs(folder, 4)
     with serve_standin() as (backend, url), open_store(url=url, encoder=ENCODER) as store:
         old = write_pdf(tmp_path / "old" / "d0.pdf", ["An old edition: the walrus tariff."] * 3)
         assert index(store, old.parent, None).ok  # d0.pdf has an old version to replace
@@ -162,9 +167,9 @@ def test_workers_killed_mid_document_leave_every_document_committed_once(
         assert marker(plan, "pages-partial").exists(), "no write was killed half-way"
         assert report.ok, report.summary()
         assert report.indexed == [str(path) for path in docs.values()]
-        assert report.pages == 100
-        assert_committed(store, docs, n_pages=20)
-        assert len(store.list_documents(PageFilter(tenant=TENANT))) == 5
+        assert report.pages == 4 * PAGES
+        assert_committed(store, docs, n_pages=PAGES)
+        assert len(store.list_documents(PageFilter(tenant=TENANT))) == 4
         assert any("replaced the document" in w for w in report.warnings)
         after_faults = points(backend)
     # A write the kill interrupted is written again over the same ids; qdrant-client's local mode
@@ -178,7 +183,7 @@ def test_a_document_that_always_kills_its_worker_fails_alone_and_stays_invisible
     folder = tmp_path / "docs"
     docs = make_docs(folder, 3)
     poison = write_pdf(
-        folder / "poison.pdf", [f"Poison page {p}: the heron tariff" for p in range(20)]
+        folder / "poison.pdf", [f"Poison page {p}: the heron tariff" for p in range(PAGES)]
     )
     write_plan(plan, poison="poison.pdf", poison_step="pages-partial")
     executor = RayExecutor(workers=2, encoder=TrackingHashEncoder, max_retries=1)
@@ -188,17 +193,17 @@ def test_a_document_that_always_kills_its_worker_fails_alone_and_stays_invisible
         assert [source for source, _ in report.failed] == [str(poison)]
         assert "the Ray worker died 2 times on it" in report.failed[0][1]
         left = [p for p, _ in points(backend).values() if p.get("doc_id") == "poison.pdf"]
-        assert len(left) == 16, "the dead writes left their first batch (uncommitted)"
-        assert_committed(store, docs, n_pages=20)
+        assert len(left) == BATCH, "the dead writes left their first batch (uncommitted)"
+        assert_committed(store, docs, n_pages=PAGES)
         everything = PageFilter(tenant=TENANT)
         hits = store.search(ENCODER.encode_query("poison heron"), limit=100, page_filter=everything)
         assert "poison.pdf" not in {h.record.doc_id for h in hits}
         assert "poison.pdf" not in {s.doc_id for s in store.list_documents(everything)}
-        assert journals(store) == {L.document_point_id(TENANT, "poison.pdf")}
+        assert journals(store) == {ids.document_point_id(TENANT, "poison.pdf")}
         write_plan(plan)
         again = index(store, folder, executor)
         assert again.indexed == [str(poison)] and len(again.unchanged) == 3
-        assert_committed(store, {**docs, "poison.pdf": poison}, n_pages=20)
+        assert_committed(store, {**docs, "poison.pdf": poison}, n_pages=PAGES)
         assert not journals(store)
 
 
@@ -253,7 +258,7 @@ def test_a_store_refusing_writes_for_seconds_loses_and_duplicates_nothing(
         report = index(store, folder, RayExecutor(workers=2, encoder=HashEncoder))
         assert len(refused) > 3, "the store's own retries would have hidden a shorter refusal"
         assert report.ok and report.indexed == [str(path) for path in docs.values()]
-        assert_committed(store, docs, n_pages=20)
+        assert_committed(store, docs, n_pages=PAGES)
         ray_points = points(backend)
     assert_same_points(serial_points(folder), ray_points, atol=1e-6)  # see the first test
 

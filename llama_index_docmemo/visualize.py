@@ -107,8 +107,8 @@ def _render_png(hm: HeatMap, trace: QueryTrace, path: Path) -> None:
             )
     fig.colorbar(image, ax=ax, label="belief (posterior mean)", fraction=0.05)
     title = trace.question if len(trace.question) <= 70 else trace.question[:67] + "..."
-    reasoner = f" [{trace.reasoner}]" if trace.reasoner else ""
-    ax.set_title(f"{title}{reasoner}\n○ read  + useful  × irrelevant", fontsize=8)
+    reader = f" [{trace.reader}]" if trace.reader else ""
+    ax.set_title(f"{title}{reader}\n○ read  + useful  × irrelevant", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -135,14 +135,14 @@ def render_html(hm: HeatMap, trace: QueryTrace) -> str:
             title = "no belief logged" if mean is None else f"posterior mean {mean:.2f}"
             cells.append(f'<td style="background:{_cell_color(mean)}" title="{title}">{marks}</td>')
         rows.append(f"<tr><th>{html.escape(_label(page, multi_doc))}</th>{''.join(cells)}</tr>")
-    reasoner = f" — reasoner: {html.escape(trace.reasoner)}" if trace.reasoner else ""
+    reader = f" — reader: {html.escape(trace.reader)}" if trace.reader else ""
     return (
         '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>DocMemo belief heat-map</title>'
         "<style>body{font-family:sans-serif;font-size:13px}table{border-collapse:collapse}"
         "td,th{border:1px solid #ccc;padding:2px 8px;text-align:center}th{background:#fafafa}</style>"
         f"</head><body><h3>{html.escape(trace.question)}</h3>"
         f"<p>Answer: {html.escape(trace.answer)} ({html.escape(trace.status)}, stop: "
-        f"{html.escape(trace.stop_reason)}){reasoner}</p>"
+        f"{html.escape(trace.stop_reason)}){reader}</p>"
         "<p>Colour: belief (posterior mean, white 0 → blue 1; grey: not logged). "
         "● read this round, ✓ judged useful, ✗ judged irrelevant.</p>"
         f"<table><tr><th>page</th>{head}</tr>{''.join(rows)}</table></body></html>\n"

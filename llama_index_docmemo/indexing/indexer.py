@@ -166,19 +166,20 @@ class DocumentIndexer:
         *,
         tenant: str | None = None,
         acl: Sequence[str] | None = None,
+        root: str | os.PathLike[str] | None = None,
         progress: bool = False,
         executor: IndexExecutor | None = None,
     ) -> IndexReport:
         """Index page Documents from llama-index-readers-file's PDF readers (grouped by file).
 
-        Doc ids are the files' paths relative to their common folder (their names when the
-        Documents carry no ``file_path``). The Documents are parsed here; ``executor`` runs the
-        schema, encoding and writes.
+        Doc ids are the files' paths relative to ``root``, by default their common folder
+        (their names when the Documents carry no ``file_path``). The Documents are parsed here;
+        ``executor`` runs the schema, encoding and writes.
         """
         started = time.perf_counter()
         report = IndexReport()
         tenant, groups = _checked_access(tenant, acl)
-        parsed_docs, failures = parse_documents(documents, ocr=self.ocr_engine)
+        parsed_docs, failures = parse_documents(documents, ocr=self.ocr_engine, root=root)
         report.failed += [(exc.path, exc.reason) for exc in failures]
         jobs = [DocumentJob(p.source, p.doc_id, tenant, groups, parsed=p) for p in parsed_docs]
         self._run(jobs, report, progress, executor)
