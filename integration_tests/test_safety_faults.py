@@ -275,7 +275,7 @@ def test_a_page_that_cannot_be_rendered_keeps_its_text_everywhere(
         n.node.image_resource is None for n in response.source_nodes
     )
     messages = " ".join(r.getMessage() for r in caplog.records)
-    assert "no evidence image" in messages and "cannot render the page" in messages
+    assert "no image of" in messages and "cannot render the page" in messages
 
 
 def test_index_layout_goes_on_past_an_oversized_page(
