@@ -1,14 +1,18 @@
-"""Helpers of the safety tests: a tiny hashing encoder, sample PDFs, and an indexer process.
+"""Helpers of the safety tests: a tiny hashing encoder, sample PDFs, fault hooks, an indexer process.
 
 Run as a script it indexes PDFs into an embedded store (``python safety_worker.py STORE PATH...
-[--tenant T]``), so fault tests can kill it at a step named by ``$DOCMEMO_FAULT``.
+[--tenant T] [--fault STEP[:ACTION]]``); with ``--fault`` it installs a fault hook in itself
+first (:func:`fault_hook`), so a crash test can kill it at exactly that write step.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import hashlib
+import os
 import re
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +21,7 @@ import numpy as np
 import pymupdf
 
 from llama_index_docmemo.encoders.base import PageEncoder
+from llama_index_docmemo.faults import STEPS, FaultHook, set_fault_hook
 from llama_index_docmemo.types import PageEmbedding, PageInput, QueryEmbedding, SparseVector
 
 DIM = 32
@@ -50,6 +55,32 @@ class HashEncoder(PageEncoder):
         return [self._embed(query) for query in queries]
 
 
+_ERRORS = {
+    "enospc": (errno.ENOSPC, "No space left on device"),
+    "erofs": (errno.EROFS, "Read-only file system"),
+    "eio": (errno.EIO, "Input/output error"),
+}
+
+
+def fault_hook(spec: str) -> FaultHook:
+    """``STEP[:ACTION]`` as a hook: at STEP, SIGKILL this process (``kill``, the default: no
+    cleanup, as a power cut or the OOM killer would) or fail with an OS error (``enospc``: disk
+    full, ``erofs``: read-only file system, ``eio``)."""
+    step, _, action = spec.partition(":")
+    if step not in STEPS or action not in ("", "kill", *_ERRORS):
+        raise ValueError(f"unknown fault {spec!r}: STEP[:kill|enospc|erofs|eio], STEP in {STEPS}")
+
+    def hook(reached: str) -> None:
+        if reached != step:
+            return
+        if action in ("", "kill"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        code, message = _ERRORS[action]
+        raise OSError(code, f"{message} (injected at {step})")
+
+    return hook
+
+
 def write_pdf(path: Path, pages: Sequence[str], *, size: tuple[float, float] = (595, 842)) -> Path:
     """A PDF whose pages hold the given texts (one paragraph each)."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -71,7 +102,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("paths", nargs="+", type=Path)
     parser.add_argument("--tenant", default=None)
     parser.add_argument("--write-batch", type=int, default=2)
+    parser.add_argument("--fault", default=None, help="STEP[:ACTION] (see fault_hook)")
     args = parser.parse_args(argv)
+    if args.fault:
+        set_fault_hook(fault_hook(args.fault))
     encoder = HashEncoder()
     with EdgePageStore(args.store, encoder_name=encoder.name, dim=DIM, sparse=True) as store:
         store.max_batch_points = args.write_batch  # several batches per document: a partial write exists

@@ -49,7 +49,16 @@ def test_ask_json_and_trace(indexed, capsys, tmp_path: Path) -> None:
     args = ["ask", question.question, "--store", str(store), "-k", "3", "--json"]
     assert main([*args, "--trace", str(trace)]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"answer", "evidence", "rounds", "stop_reason", "pages_read"}
+    assert set(out) == {
+        "answer",
+        "evidence",
+        "rounds",
+        "stop_reason",
+        "pages_read",
+        "reader",
+        "images",
+    }
+    assert out["reader"] == "offline" and out["images"] is False
     read = {p["page"] for p in out["pages_read"]}
     assert set(question.evidence_pages) <= read
     assert out["rounds"] >= 2 and out["stop_reason"] == "answered"

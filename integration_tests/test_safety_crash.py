@@ -1,7 +1,8 @@
 """Crash safety: the indexer is killed (SIGKILL) at each step of a write, in a subprocess.
 
-The step is named by ``$DOCMEMO_FAULT`` (see :mod:`llama_index_docmemo.faults`), so each kill
-lands exactly where it is meant to, never by timing. After each kill the store is reopened and
+The worker installs a fault hook for the step it is given (``--fault``, see
+:func:`safety_worker.fault_hook`), so each kill lands exactly where it is meant to, never by
+timing. After each kill the store is reopened and
 must hold exactly one complete version of every document (the old one before the commit point,
 the new one after), search must never return a page of another version, and indexing again must
 finish the job.
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 from safety_worker import DIM, HashEncoder, write_pdf
 
-from llama_index_docmemo.faults import FAULT_ENV, STEPS
+from llama_index_docmemo.faults import STEPS
 from llama_index_docmemo.indexing import DocumentIndexer
 from llama_index_docmemo.store import EdgePageStore, ids, scopes
 from llama_index_docmemo.store import operations as op
@@ -37,10 +38,9 @@ def open_store(path: Path) -> EdgePageStore:
 
 def run_worker(store: Path, *paths: Path, fault: str | None) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    env.pop(FAULT_ENV, None)
-    if fault is not None:
-        env[FAULT_ENV] = fault
     command = [sys.executable, str(WORKER), str(store), *map(str, paths), "--tenant", "acme"]
+    if fault is not None:
+        command += ["--fault", fault]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -74,10 +74,11 @@ def indexed_old(tmp_path: Path) -> tuple[Path, Path, str]:
     return store_path, pdf, old_version
 
 
-BEFORE_COMMIT = ("journal-written", "pages-partial", "pages-written")
+BEFORE_COMMIT = ("batch-encoded", "journal-written", "pages-partial", "pages-written")
 AFTER_COMMIT = ("record-written", "stale-deleted", "document-indexed")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", BEFORE_COMMIT + AFTER_COMMIT)
 def test_kill_while_replacing_a_version_leaves_one_complete_version(
     indexed_old: tuple[Path, Path, str], step: str
@@ -100,6 +101,7 @@ def test_kill_while_replacing_a_version_leaves_one_complete_version(
         assert new_version != old_version and store.count_pages() == 7
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("step", ["pages-partial"])
 def test_kill_before_a_first_version_commits_leaves_no_trace(tmp_path: Path, step: str) -> None:
     pdf = write_pdf(tmp_path / "docs" / "first.pdf", NEW)
@@ -112,6 +114,7 @@ def test_kill_before_a_first_version_commits_leaves_no_trace(tmp_path: Path, ste
         assert store.document_version("first.pdf", tenant="acme") is None
 
 
+@pytest.mark.slow
 def test_kill_between_documents_of_a_batch_keeps_the_finished_ones(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     write_pdf(docs / "a.pdf", OLD)
@@ -127,6 +130,7 @@ def test_kill_between_documents_of_a_batch_keeps_the_finished_ones(tmp_path: Pat
         assert_one_complete_version(store, "b.pdf", 7)
 
 
+@pytest.mark.slow
 def test_kill_while_creating_a_store_leaves_no_half_made_folder(tmp_path: Path) -> None:
     pdf = write_pdf(tmp_path / "docs" / "a.pdf", OLD)
     store_path = tmp_path / "store"

@@ -3,7 +3,7 @@ special and unreadable files.
 
 Real faults where this machine allows them (a small tmpfs mounted by root for a full or read-only
 disk; skipped with the reason otherwise), and the same failures injected at a named write step
-through ``$DOCMEMO_FAULT`` (see :mod:`llama_index_docmemo.faults`).
+by a fault hook the test installs (see :mod:`llama_index_docmemo.faults`).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pymupdf
 import pytest
-from safety_worker import DIM, HashEncoder, write_pdf
+from safety_worker import DIM, HashEncoder, fault_hook, write_pdf
 
 from llama_index_docmemo.errors import IngestError, StoreError
-from llama_index_docmemo.faults import FAULT_ENV
+from llama_index_docmemo.faults import set_fault_hook
 from llama_index_docmemo.indexing import DocumentIndexer, IndexReport
 from llama_index_docmemo.ingest.pdf import file_sha256
 from llama_index_docmemo.store import EdgePageStore, scopes
@@ -46,7 +46,6 @@ def index(store: EdgePageStore, *paths: Path) -> IndexReport:
 
 def run_worker(store: Path, *paths: Path, env: dict[str, str] | None = None):
     full_env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **(env or {})}
-    full_env.pop(FAULT_ENV, None)
     command = [sys.executable, str(WORKER), str(store), *map(str, paths), "--tenant", "acme"]
     return subprocess.run(command, env=full_env, capture_output=True, text=True, timeout=300)
 
@@ -85,6 +84,7 @@ def assert_old_version_intact(store: EdgePageStore, old_version: str) -> None:
 # ------------------------------------------------------------------ disk full
 
 
+@pytest.mark.slow
 def test_real_full_disk_fails_with_a_message_and_loses_nothing(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     book = write_pdf(docs / "book.pdf", OLD)
@@ -134,16 +134,18 @@ def stored_book(tmp_path: Path) -> tuple[Path, Path, str]:
     ],
 )
 def test_injected_write_failures_keep_the_old_version(
-    stored_book: tuple[Path, Path, str], monkeypatch: pytest.MonkeyPatch, fault: str, words: str
+    stored_book: tuple[Path, Path, str], fault: str, words: str
 ) -> None:
     store_path, book, old_version = stored_book
     write_pdf(book, NEW)
     write_pdf(book.with_name("more.pdf"), NEW)
     with open_store(store_path) as store:
         store.max_batch_points = 2
-        monkeypatch.setenv(FAULT_ENV, fault)
-        report = index(store, book.parent)
-        monkeypatch.delenv(FAULT_ENV)
+        set_fault_hook(fault_hook(fault))
+        try:
+            report = index(store, book.parent)
+        finally:
+            set_fault_hook(None)
         reasons = dict(report.failed)
         assert words in reasons[str(book)] and "previous version" in reasons[str(book)]
         assert "not attempted" in reasons[str(book.with_name("more.pdf"))]
@@ -155,6 +157,7 @@ def test_injected_write_failures_keep_the_old_version(
 # ------------------------------------------------------------------ read-only, locked
 
 
+@pytest.mark.slow
 def test_read_only_disk_is_named_when_opening_and_creating(tmp_path: Path) -> None:
     book = write_pdf(tmp_path / "docs" / "book.pdf", OLD)
     with tmpfs(tmp_path / "disk", 480) as disk:
@@ -169,6 +172,7 @@ def test_read_only_disk_is_named_when_opening_and_creating(tmp_path: Path) -> No
             assert store.count_pages() == 4
 
 
+@pytest.mark.slow
 def test_store_open_in_another_process_is_named(stored_book: tuple[Path, Path, str]) -> None:
     store_path, _, _ = stored_book
     holder = subprocess.Popen(
@@ -271,7 +275,7 @@ def test_a_page_that_cannot_be_rendered_keeps_its_text_everywhere(
         n.node.image_resource is None for n in response.source_nodes
     )
     messages = " ".join(r.getMessage() for r in caplog.records)
-    assert "no evidence image" in messages and "cannot render the page" in messages
+    assert "no image of" in messages and "cannot render the page" in messages
 
 
 def test_index_layout_goes_on_past_an_oversized_page(

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llama_index_docmemo.errors import DocMemoError
+
+if TYPE_CHECKING:
+    from llama_index_docmemo.distributed import RayExecutor
 
 DEFAULT_STORE = Path(os.environ.get("DOCMEMO_STORE", "./docmemo_store"))
 
@@ -166,6 +170,7 @@ def _add_scope_args(parser: argparse.ArgumentParser, *, docs: bool = True) -> No
 def cmd_index(args: argparse.Namespace) -> int:
     from llama_index_docmemo.indexing import DocumentIndexer
 
+    executor = _index_executor(args)  # before any work: bad flags, Ray missing
     encoder = _encoder(args)
     summarizer = None
     llm = _llm(args)
@@ -176,7 +181,9 @@ def cmd_index(args: argparse.Namespace) -> int:
     if args.id is not None and len(args.paths) != 1:
         raise DocMemoError("--id names one document: give exactly one PDF file with it")
     with _store(args, encoder, create=True) as store:
-        indexer = DocumentIndexer(store, encoder, ocr=args.ocr, summarizer=summarizer)
+        indexer = DocumentIndexer(
+            store, encoder, ocr=args.ocr, summarizer=summarizer, batch_size=args.batch_size
+        )
         if args.id is not None:
             report = indexer.index_file(
                 args.paths[0], doc_id=args.id, tenant=args.tenant, acl=args.acl or None
@@ -188,11 +195,31 @@ def cmd_index(args: argparse.Namespace) -> int:
                 acl=args.acl or None,
                 root=args.root,
                 progress=not args.quiet,
+                executor=executor,
             )
         if args.layout != "none":
             report.warnings += _index_layouts(report.indexed, args.layout)
     print(report.summary())
     return 1 if report.failed else 0
+
+
+def _index_executor(args: argparse.Namespace) -> RayExecutor | None:
+    """The Ray executor ``--ray`` asks for (None: this process); Ray is imported only then."""
+    if args.ray is None:
+        if args.workers is not None or args.gpus_per_worker:
+            raise DocMemoError("--workers and --gpus-per-worker need --ray")
+        return None
+    if args.id is not None:
+        raise DocMemoError("--ray indexes folders and lists of files; --id names one file")
+    from llama_index_docmemo.distributed import RayExecutor
+    from llama_index_docmemo.encoders import load_encoder
+
+    return RayExecutor(
+        args.ray,
+        workers=args.workers,
+        gpus_per_worker=args.gpus_per_worker,
+        encoder=functools.partial(load_encoder, args.encoder) if args.encoder else None,
+    )
 
 
 def _index_layouts(sources: list[str], method: str) -> list[str]:
@@ -393,6 +420,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="store table/figure layout blocks (mineru needs the 'mineru' extra)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--batch-size", type=int, default=32, help="pages per encoder call (default 32)")
+    group = p.add_argument_group("Ray cluster (extra 'ray')")
+    group.add_argument(
+        "--ray",
+        nargs="?",
+        const="auto",
+        default=None,
+        metavar="auto|ADDRESS",
+        help="index on a Ray cluster: auto ($RAY_ADDRESS or the cluster running here, else a "
+        "new local one) or its address (ray://head:10001)",
+    )
+    group.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="encoder workers (default: one per --gpus-per-worker GPUs of the cluster, else 1)",
+    )
+    group.add_argument(
+        "--gpus-per-worker", type=float, default=0.0, help="GPUs each encoder worker reserves"
+    )
     p.set_defaults(func=cmd_index)
 
     p = sub.add_parser("list", help="documents in the store (of one tenant, visible to groups)")

@@ -1,21 +1,22 @@
-"""Failure injection for crash and fault tests: ``DOCMEMO_FAULT=<step>[:<action>]``.
+"""Named points in the write path where crash and fault tests inject failures.
 
-The store and the indexer call :func:`fault_point` at each step of a write. When the variable
-names that step, the process is killed there (``kill``, the default: SIGKILL, no cleanup, as a
-power cut or the OOM killer would) or the step fails with an OS error (``enospc``: disk full,
-``erofs``: read-only file system). Unset (always, outside tests) it costs one dict lookup.
+The store and the indexer call :func:`fault_point` at each step of a write. Nothing happens
+there unless a test has installed a hook with :func:`set_fault_hook` in that process (the crash
+tests' subprocess worker and the Ray fault tests' worker setup do it themselves): no variable
+in the environment can make the library kill or fail itself. Without a hook a fault point costs
+one global read.
 """
 
 from __future__ import annotations
 
-import errno
-import os
-import signal
+from collections.abc import Callable
 
-FAULT_ENV = "DOCMEMO_FAULT"
+FaultHook = Callable[[str], None]
+"""Called with the step's name; it may kill the process or raise (e.g. an OSError)."""
 
 STEPS: tuple[str, ...] = (
     "store-created",  # a new embedded store's folder exists, before its store record is written
+    "batch-encoded",  # one batch of a document's pages is encoded, nothing of it is stored yet
     "journal-written",  # the note saying which document revision is coming is stored
     "pages-partial",  # the first batch of the new revision's pages is written
     "pages-written",  # every page of the new revision is written, the record still names the old
@@ -24,21 +25,17 @@ STEPS: tuple[str, ...] = (
     "document-indexed",  # one document is complete, before the next one of the batch starts
 )
 
-_ERRORS = {
-    "enospc": (errno.ENOSPC, "No space left on device"),
-    "erofs": (errno.EROFS, "Read-only file system"),
-}
+_hook: FaultHook | None = None
+
+
+def set_fault_hook(hook: FaultHook | None) -> FaultHook | None:
+    """Install ``hook`` for this process (None removes it); returns the previous one."""
+    global _hook
+    previous, _hook = _hook, hook
+    return previous
 
 
 def fault_point(step: str) -> None:
-    """Kill the process or raise an OSError here if ``$DOCMEMO_FAULT`` names ``step``."""
-    spec = os.environ.get(FAULT_ENV)
-    if not spec:
-        return
-    name, _, action = spec.partition(":")
-    if name != step:
-        return
-    if action in ("", "kill"):
-        os.kill(os.getpid(), signal.SIGKILL)
-    code, message = _ERRORS.get(action, (errno.EIO, "Input/output error"))
-    raise OSError(code, f"{message} (injected at {step} by ${FAULT_ENV})")
+    """Run the installed hook, if any, at the write step ``step`` (one of :data:`STEPS`)."""
+    if _hook is not None:
+        _hook(step)

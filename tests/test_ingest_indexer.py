@@ -10,7 +10,8 @@ import pytest
 from llama_index.core.schema import Document
 
 from llama_index_docmemo.encoders.base import PageEncoder
-from llama_index_docmemo.indexing import DocumentIndexer, IndexReport, expand_paths
+from llama_index_docmemo.indexing import DocumentIndexer, IndexReport
+from llama_index_docmemo.ingest.files import expand_paths
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store.base import PageStore
 from llama_index_docmemo.types import (
@@ -44,6 +45,12 @@ class LengthEncoder(PageEncoder):
 
     def encode_queries(self, queries: Sequence[str]) -> list[QueryEmbedding]:
         return [self._embed(q) for q in queries]
+
+
+class ImageLengthEncoder(LengthEncoder):
+    """The same, declared an image encoder: the indexer renders its pages."""
+
+    modality = "image"
 
 
 class DictStore(PageStore):
@@ -103,21 +110,33 @@ def parts() -> tuple[DictStore, LengthEncoder]:
     return DictStore(), LengthEncoder()
 
 
-def test_index_paths_writes_records_schema_and_embeddings(tmp_path: Path, parts) -> None:
-    store, encoder = parts
+def test_index_paths_writes_records_schema_and_embeddings(tmp_path: Path) -> None:
+    store, encoder = DictStore(), ImageLengthEncoder()
     path = make_report(tmp_path / "report.pdf")
     indexer = DocumentIndexer(store, encoder, ocr=False, batch_size=2)
     report = indexer.index_paths([path], tenant="acme", acl=["finance"])
     assert report.indexed == [str(path)] and report.pages == 5 and report.ok
     assert [len(b) for b in encoder.batches] == [2, 2, 1]
+    assert [[p.ref.page for p in b] for b in encoder.batches] == [[1, 2], [3, 4], [5]]
+    assert report.stage_seconds["render"] > 0 and report.stage_seconds["parse"] > 0
     records = store.records["report.pdf"]
     assert [r.page for r in records] == [1, 2, 3, 4, 5]
     assert records[2].section == "1 Introduction > 1.1 Background"
     assert records[0].tenant == "acme" and records[0].acl == ["finance"]
     assert records[0].n_pages == 5 and records[0].width == 595
     assert store.schemas["report.pdf"].tenant == "acme"
-    image = encoder.batches[0][1].load_image()
-    assert max(image.size) == 1500
+    images = [page.load_image() for batch in encoder.batches for page in batch]
+    assert [max(image.size) for image in images] == [1500] * 5
+    assert images[0].tobytes() != images[1].tobytes(), "each page gets its own image"
+
+
+def test_a_text_encoder_gets_no_page_images(tmp_path: Path, parts) -> None:
+    store, encoder = parts
+    report = DocumentIndexer(store, encoder, ocr=False).index_paths(
+        [make_report(tmp_path / "r.pdf")]
+    )
+    assert all(page.load_image is None for batch in encoder.batches for page in batch)
+    assert report.stage_seconds["render"] == 0 and report.stage_seconds["encode"] > 0
 
 
 def test_unchanged_file_is_skipped_and_changed_file_replaced(tmp_path: Path, parts) -> None:
@@ -270,3 +289,38 @@ def test_index_documents_ids_are_paths_relative_to_their_common_folder(
     report = DocumentIndexer(store, encoder, ocr=False).index_documents(docs)
     assert report.ok and report.doc_ids == {str(first): "a/r.pdf", str(second): "b/r.pdf"}
     assert store.schemas["b/r.pdf"].source == str(second.resolve())
+
+
+def test_only_an_installed_hook_runs_at_fault_points(tmp_path: Path, parts, monkeypatch) -> None:
+    from llama_index_docmemo.faults import set_fault_hook
+
+    store, encoder = parts
+    path = make_report(tmp_path / "r.pdf")
+    monkeypatch.setenv("DOCMEMO_FAULT", "document-indexed:enospc")  # 0.1.0's switch: ignored
+    assert DocumentIndexer(store, encoder, ocr=False).index_paths([path]).ok
+    reached: list[str] = []
+    assert set_fault_hook(reached.append) is None
+    try:
+        make_report(path, extra="a second version")
+        assert DocumentIndexer(store, encoder, ocr=False).index_paths([path]).ok
+    finally:
+        assert set_fault_hook(None) == reached.append
+    assert reached == ["batch-encoded", "document-indexed"]
+
+
+def test_a_page_the_encoder_cannot_read_fails_that_document_only(tmp_path: Path) -> None:
+    from llama_index_docmemo.errors import DocMemoError
+
+    class RefusingEncoder(LengthEncoder):
+        def encode_pages(self, pages: Sequence[PageInput]) -> list[PageEmbedding]:
+            if pages[0].ref.doc_id == "b.pdf":
+                raise DocMemoError(f"page {pages[0].ref}: 3 image tokens, expected 4")
+            return super().encode_pages(pages)
+
+    store = DictStore()
+    docs = [make_report(tmp_path / name) for name in ("a.pdf", "b.pdf", "c.pdf")]
+    report = DocumentIndexer(store, RefusingEncoder(), ocr=False).index_paths([tmp_path])
+    assert report.indexed == [str(docs[0]), str(docs[2])] and store.upserts == ["a.pdf", "c.pdf"]
+    assert report.failed == [
+        (str(docs[1]), "cannot encode: page b.pdf#p1: 3 image tokens, expected 4")
+    ]

@@ -159,13 +159,7 @@ def read_pdf(
                 raise IngestError(str(path), f"cannot read page: {exc}", page=index + 1) from exc
             pages.append(page)
             lines.extend(page_lines)
-    if ocr is not None:
-        texts = ocr_pages(path, [p.page for p in pages if p.unread], ocr)
-        for page in pages:
-            text = texts.get(page.page)
-            if text is not None:
-                page.text, page.ocr, page.unread = text, True, False
-    return ParsedDocument(
+    parsed = ParsedDocument(
         doc_id=doc_id or path.name,
         doc_version=version,
         source=str(path),
@@ -175,6 +169,22 @@ def read_pdf(
         toc=toc,
         lines=lines,
     )
+    if ocr is not None:
+        apply_ocr(parsed, ocr)
+    return parsed
+
+
+def apply_ocr(parsed: ParsedDocument, engine: OcrEngine, *, workers: int | None = None) -> None:
+    """Fill the ``unread`` pages of a document read from its PDF with ``engine``'s text.
+
+    ``workers``: OCR processes for this document (see :func:`ocr_pages`); a caller that already
+    runs documents in parallel passes 1.
+    """
+    texts = ocr_pages(parsed.source, parsed.unread_pages, engine, workers)
+    for page in parsed.pages:
+        text = texts.get(page.page)
+        if text is not None:
+            page.text, page.ocr, page.unread = text, True, False
 
 
 def render_page(path: str | os.PathLike[str], page: int, long_side: int = 1500) -> Image.Image:

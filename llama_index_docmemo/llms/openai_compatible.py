@@ -179,6 +179,13 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
         )
         self._window_is_set = window is not None
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Unpickled (a Ray worker summarising pages): HTTP clients do not pickle, make new ones."""
+        super().__setstate__(state)
+        self._client = self._aclient = None
+        self._http_client = openai.DefaultHttpxClient(transport=DeadlineTransport())
+        self._async_http_client = openai.DefaultAsyncHttpxClient(transport=AsyncDeadlineTransport())
+
     @classmethod
     def class_name(cls) -> str:
         return "OpenAICompatible"

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import llama_index.core.instrumentation as instrument
@@ -33,40 +31,33 @@ from llama_index_docmemo.events import (
     counting_llm_calls,
 )
 from llama_index_docmemo.expansion import expansion_terms
-from llama_index_docmemo.ingest.page_images import page_image_files
 from llama_index_docmemo.llms.deadline import deadline_scope
-from llama_index_docmemo.loop.instrumentation import rerank_events, retrieval_events
+from llama_index_docmemo.loop.instrumentation import retrieval_events
 from llama_index_docmemo.loop.parts import LoopParts, clean_question
+from llama_index_docmemo.loop.reading import reading_input, rerank_stage, selected_nodes
 from llama_index_docmemo.loop.result import (
     NOT_ANSWERABLE,
     DocMemoResult,
+    build_result,
     capped_crops,
-    crop_view,
-    evidence_refs,
-    page_image,
+    round_trace,
 )
 from llama_index_docmemo.memory.belief import PageBeliefMemory, normalise_scores
 from llama_index_docmemo.memory.episodic import EpisodicMemory
 from llama_index_docmemo.memory.schema import DocumentSchema, SchemaMemory
-from llama_index_docmemo.nodes import PageWithScore, is_page, node_ref, page_node
-from llama_index_docmemo.reasoning.base import PageView, ReasoningInput, summarize_evidence
+from llama_index_docmemo.reasoning.base import summarize_evidence
 from llama_index_docmemo.reasoning.validation import sanitize_feedback
 from llama_index_docmemo.selection import candidate_pool, select_pages
 from llama_index_docmemo.steps import Steps, arun, either, offload, run
 from llama_index_docmemo.trace import (
-    BeliefState,
-    FeedbackRecord,
-    PageRead,
     PageScore,
-    QueryTrace,
     RoundTrace,
     StopReason,
 )
 from llama_index_docmemo.types import Feedback, PageFilter, PageHit, PageRecord, PageRef
 
 if TYPE_CHECKING:
-    from llama_index.core.postprocessor.types import BaseNodePostprocessor
-    from llama_index.core.schema import BaseNode
+    pass
 
 dispatcher = instrument.get_dispatcher(__name__)
 
@@ -84,13 +75,6 @@ class RoundSelection:
     pages: list[PageRecord]
     scores: list[float]
     seconds: float
-
-
-def _render(source: str, page: int) -> object:
-    """The page image for a reader, rendered only when it asks for it."""
-    from llama_index_docmemo.ingest.pdf import render_page
-
-    return render_page(source, page, 1500)
 
 
 class DocMemoLoop:
@@ -123,8 +107,8 @@ class DocMemoLoop:
         self.crops: list[NodeWithScore] = []
         self.feedback: Feedback | None = None
         self.stop: StopReason | None = None
-        self._last_scores: dict[PageRef, float] = {}
-        self._cost = LLMCallTally()  # this round's LLM requests (reranking and reading)
+        self.last_scores: dict[PageRef, float] = {}
+        self.round_cost = LLMCallTally()  # this round's LLM requests (reranking and reading)
         self.lever_searches: dict[str, list[PageHit]] = {}  # question-only searches (levers)
         self.started = time.perf_counter()
         self._deadline_start = _clock()
@@ -143,7 +127,7 @@ class DocMemoLoop:
         """The whole query, read top to bottom: rounds until the stop policy says why to end,
         then the result (one callback trace: LLM calls inside a round's RETRIEVE event must
         not reset the trace stack under it)."""
-        with self._callbacks().as_trace("docmemo"):
+        with self.callbacks().as_trace("docmemo"):
             while self.stop is None:
                 if self.out_of_time():
                     self.stop = "deadline"
@@ -159,9 +143,9 @@ class DocMemoLoop:
                         store.count_pages, store.acount_pages, self.scope
                     )
                 yield from self.update(selection, feedback)
-            return (yield from self.result())
+            return (yield from build_result(self))
 
-    def _callbacks(self) -> CallbackManager:
+    def callbacks(self) -> CallbackManager:
         return self.parts.callback_manager or CallbackManager([])
 
     # -- select -------------------------------------------------------------------------------
@@ -184,8 +168,8 @@ class DocMemoLoop:
         """Search this round's candidates and choose the pages to read."""
         started = time.perf_counter()
         query = self.round_query()
-        self._cost = LLMCallTally()
-        with retrieval_events(self._callbacks(), query, enabled=self.parts.round_events) as ended:
+        self.round_cost = LLMCallTally()
+        with retrieval_events(self.callbacks(), query, enabled=self.parts.round_events) as ended:
             embedding = yield offload(self.parts.encoder.encode_query, query)
             hits = yield from self.parts.levers.candidates(
                 self.round + 1, self.question, embedding, self.scope, self.lever_searches
@@ -205,10 +189,10 @@ class DocMemoLoop:
                 )
             scores, chosen, k, lam = self._choose(hits)
             if self.parts.reranker is not None and chosen:
-                chosen = yield from self._rerank(self.parts.reranker, query, chosen, k)
-            yield from self._fetch_records(chosen[:k])
+                chosen = yield from rerank_stage(self, self.parts.reranker, query, chosen, k)
+            yield from self.fetch_records(chosen[:k])
             selection = self._selection(query, lam, hits, scores, chosen[:k], started)
-            ended(self.nodes(selection))
+            ended(selected_nodes(self, selection))
         return selection
 
     def _beliefs_on(self) -> bool:
@@ -269,7 +253,7 @@ class DocMemoLoop:
             rng=self.rng,
             sampling=selection.sampling,
         )
-        self._last_scores = dict(zip(chosen.pages, chosen.scores, strict=True))
+        self.last_scores = dict(zip(chosen.pages, chosen.scores, strict=True))
         return scores, chosen.pages, k, lam
 
     def _round_budget(self) -> int:
@@ -278,7 +262,7 @@ class DocMemoLoop:
         cap = self.config.budget.max_pages
         return k if cap is None else max(0, min(k, cap - len(self.read)))
 
-    def _fetch_records(self, refs: list[PageRef]) -> Steps[None]:
+    def fetch_records(self, refs: list[PageRef]) -> Steps[None]:
         """Records of pages known only from beliefs (propagation), pinned versions only."""
         missing = [r for r in refs if r not in self.records]
         if not missing:
@@ -287,39 +271,6 @@ class DocMemoLoop:
         for record in (yield either(store.get_pages, store.aget_pages, missing, self.scope)):
             if self.versions.get(record.doc_id) == record.doc_version:
                 self.records[record.ref] = record
-
-    def _rerank(
-        self, reranker: BaseNodePostprocessor, query: str, chosen: list[PageRef], k: int
-    ) -> Steps[list[PageRef]]:
-        """The rerank stage: any node postprocessor reorders the chosen pages."""
-        from llama_index_docmemo.postprocessors.rerank import RoundQueryBundle
-
-        yield from self._fetch_records(chosen)
-        nodes = [
-            PageWithScore(node=self.node_of(self.records[r]), score=self._last_scores.get(r, 0.0))
-            for r in chosen
-            if r in self.records
-        ]
-        bundle = RoundQueryBundle(
-            query_str=query,
-            question=self.question,
-            evidence=self.episodic.evidence,
-            missing=self.episodic.missing,
-        )
-        with (
-            rerank_events(self._callbacks(), reranker, nodes, bundle, k) as ended,
-            counting_llm_calls(self._cost),
-        ):
-            reranked = ended(
-                (
-                    yield either(
-                        reranker.postprocess_nodes, reranker.apostprocess_nodes, nodes, bundle
-                    )
-                )
-            )
-        allowed = set(chosen)
-        picked = [r for r in dict.fromkeys(node_ref(n) for n in reranked) if r in allowed][:k]
-        return picked + [r for r in chosen if r not in picked]
 
     def _selection(
         self,
@@ -340,20 +291,9 @@ class DocMemoLoop:
                 for h, s in zip(hits, scores, strict=True)
             ],
             pages=records,
-            scores=[self._last_scores.get(r.ref, 0.0) for r in records],
+            scores=[self.last_scores.get(r.ref, 0.0) for r in records],
             seconds=time.perf_counter() - started,
         )
-
-    def nodes(self, selection: RoundSelection) -> list[NodeWithScore]:
-        """The round's selected pages as scored nodes."""
-        return [
-            PageWithScore(node=self.node_of(record), score=score)
-            for record, score in zip(selection.pages, selection.scores, strict=True)
-        ]
-
-    def node_of(self, record: PageRecord) -> BaseNode:
-        summary = self.schema.summary_of(record.ref) if self.config.loop.use_schema else ""
-        return page_node(record, summary=summary)
 
     # -- read ---------------------------------------------------------------------------------
     def read_pages(self, selection: RoundSelection) -> Steps[Feedback | None]:
@@ -367,14 +307,17 @@ class DocMemoLoop:
         if cropper is not None and self.config.loop.adaptive_granularity:
             bundle = QueryBundle(selection.query)
             found = yield either(
-                cropper.postprocess_nodes, cropper.apostprocess_nodes, self.nodes(selection), bundle
+                cropper.postprocess_nodes,
+                cropper.apostprocess_nodes,
+                selected_nodes(self, selection),
+                bundle,
             )
             crops = capped_crops(found, self.crops, self.config.loop.max_table_crops)
         self.crops.extend(crops)
-        reading = self._reading(selection, crops)
+        reading = reading_input(self, selection, crops)
         limit = self.config.budget.max_seconds
         try:
-            with counting_llm_calls(self._cost):
+            with counting_llm_calls(self.round_cost):
                 if limit is None:
                     return (yield from reader.read(reading))
                 with deadline_scope(max(limit - (_clock() - self._deadline_start), 0.0)):
@@ -383,37 +326,6 @@ class DocMemoLoop:
             if not self.out_of_time():
                 raise
             return None  # the query's deadline cut the reading short
-
-    def _reading(self, selection: RoundSelection, crops: list[NodeWithScore]) -> ReasoningInput:
-        loop, cap = self.config.loop, self.config.budget.max_llm_calls
-        final = selection.round >= loop.effective_rounds or (
-            cap is not None and self.llm_calls + 1 >= cap - self.parts.reserved_llm_calls
-        )
-        return ReasoningInput(
-            question=self.question,
-            query=selection.query,
-            pages=[self.page_view(r) for r in selection.pages],
-            crops=[crop_view(n) for n in crops],
-            evidence=self.episodic.evidence if loop.use_episodic else [],
-            missing=self.episodic.missing if loop.use_episodic else [],
-            outline=self.schema.describe() if loop.use_schema else "",
-            round=selection.round,
-            final_round=final,
-            pages_read_total=len(self.read) + len(selection.pages),
-            pages_in_scope=self.pages_known,
-        )
-
-    def page_view(self, record: PageRecord) -> PageView:
-        use_schema = self.config.loop.use_schema
-        cache = self.parts.cache_dir
-        return PageView(
-            ref=record.ref,
-            text=record.text,
-            section=self.schema.section_of(record.ref) if use_schema else "",
-            summary=self.schema.summary_of(record.ref) if use_schema else "",
-            image=page_image(record, cache) if cache is not None else None,
-            load_image=partial(_render, record.source, record.page) if cache is None else None,
-        )
 
     def _budget_left(self) -> bool:
         cap = self.config.budget.max_llm_calls
@@ -431,7 +343,7 @@ class DocMemoLoop:
         loop, sel = self.config.loop, self.config.selection
         shown = [r.ref for r in selection.pages]
         dropped = 0
-        self.llm_calls += self._cost.calls
+        self.llm_calls += self.round_cost.calls
         if feedback is not None:
             feedback, dropped = sanitize_feedback(
                 feedback, shown, self.read, loop.max_label_changes_per_round
@@ -453,7 +365,7 @@ class DocMemoLoop:
                         self.beliefs, feedback.useful_pages, self.versions, self.scope
                     )
             self.feedback = feedback
-        self.rounds.append(self._round_trace(selection, feedback, dropped))
+        self.rounds.append(round_trace(self, selection, feedback, dropped))
         dispatcher.event(
             DocMemoRoundEndEvent(
                 round=selection.round,
@@ -524,95 +436,3 @@ class DocMemoLoop:
         if reader is not None:
             return "need_more", reader.synthesize(self.question, evidence, draft)
         return "need_more", summarize_evidence(evidence, draft)
-
-    def result(self) -> Steps[DocMemoResult]:
-        """The answer, the evidence nodes (with their page images when asked for) and the
-        trace: built here and only here."""
-        status, answer = self.verdict()
-        cited = [n.page for n in self.episodic.evidence]
-        refs = evidence_refs(self.episodic.useful_pages, cited, self.read)
-        records = [self.records[r] for r in refs if r in self.records]
-        images: dict[PageRef, Path | None] = {}
-        cache = self.parts.cache_dir
-        if self.parts.evidence_images and cache is not None and records:
-            files = yield from page_image_files([page_image(r, cache) for r in records])
-            images = {r.ref: path for r, path in zip(records, files, strict=True)}
-        evidence = sorted(
-            (
-                PageWithScore(
-                    node=page_node(rec, image_path=images.get(rec.ref)),
-                    score=float(self.beliefs.mean([rec.ref])[0])
-                    if rec.ref in self.beliefs
-                    else 0.5,
-                )
-                for rec in records
-            ),
-            key=lambda n: -(n.score or 0.0),
-        )
-        useful = set(self.episodic.useful_pages)
-        sources = evidence + [c for c in self.crops if node_ref(c) in useful]
-        reader = self.parts.reader
-        decide = getattr(reader, "images_now", None)  # after a refusal a server gets text
-        choice = decide() if callable(decide) else None
-        trace = QueryTrace(
-            question=self.question,
-            answer=answer,
-            status=status,
-            stop_reason=self.stop or "max_rounds",
-            rounds=self.rounds,
-            pages_read=[
-                PageRead(doc=r.doc_id, page=r.page, round=self.episodic.round_of(r) or 0)
-                for r in self.episodic.pages_read
-            ],
-            evidence=[
-                PageScore(
-                    doc=str(n.node.metadata["doc_id"]),
-                    page=int(n.node.metadata["page"]),
-                    score=n.score or 0.0,
-                )
-                for n in sources
-                if is_page(n)
-            ],
-            llm_calls=self.llm_calls,
-            seconds=time.perf_counter() - self.started,
-            reader=reader.name if reader is not None else "",
-            images=bool(choice.send) if choice is not None else False,
-            images_reason=choice.reason if choice is not None else "",
-        )
-        return DocMemoResult(answer=answer, status=status, source_nodes=sources, trace=trace)
-
-    def _round_trace(
-        self, selection: RoundSelection, feedback: Feedback | None, dropped: int
-    ) -> RoundTrace:
-        record = FeedbackRecord.of(feedback, dropped) if feedback is not None else None
-        watched = dict.fromkeys(
-            [r.ref for r in selection.pages]
-            + [PageRef(c.doc, c.page) for c in selection.candidates]
-            + self.beliefs.informed_refs()
-        )
-        return RoundTrace(
-            round=selection.round,
-            query=selection.query,
-            lam=selection.lam,
-            candidates=selection.candidates,
-            selected=[
-                PageScore(doc=r.doc_id, page=r.page, score=s)
-                for r, s in zip(selection.pages, selection.scores, strict=True)
-            ],
-            crops=len(self.crops),
-            feedback=record,
-            beliefs=self.belief_states(list(watched)),
-            llm_calls=self._cost.calls,
-            images=self._cost.images,
-            prompt_tokens=self._cost.prompt_tokens,
-            completion_tokens=self._cost.completion_tokens,
-            seconds=selection.seconds,
-        )
-
-    def belief_states(self, refs: list[PageRef]) -> list[BeliefState]:
-        out = []
-        for ref in refs:
-            if ref in self.beliefs:
-                a, b = self.beliefs.get(ref)
-                out.append(BeliefState(doc=ref.doc_id, page=ref.page, alpha=a, beta=b))
-        return out

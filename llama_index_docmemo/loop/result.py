@@ -8,18 +8,32 @@ shown, rendered once per document version and page (``ingest/page_images.py``).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from llama_index.core.base.response.schema import Response
 from llama_index.core.schema import NodeWithScore
 
-from llama_index_docmemo.ingest.page_images import PageImage
-from llama_index_docmemo.nodes import node_ref
+from llama_index_docmemo.ingest.page_images import PageImage, page_image_files
+from llama_index_docmemo.nodes import PageWithScore, is_page, node_ref, page_node
 from llama_index_docmemo.reasoning.base import CropView
-from llama_index_docmemo.trace import QueryTrace
-from llama_index_docmemo.types import PageRecord, PageRef
+from llama_index_docmemo.steps import Steps
+from llama_index_docmemo.trace import (
+    BeliefState,
+    FeedbackRecord,
+    PageRead,
+    PageScore,
+    QueryTrace,
+    RoundTrace,
+)
+from llama_index_docmemo.types import Feedback, PageRecord, PageRef
+
+if TYPE_CHECKING:
+    from llama_index_docmemo.loop.query import DocMemoLoop, RoundSelection
+    from llama_index_docmemo.memory.belief import PageBeliefMemory
 
 logger = logging.getLogger(__name__)
 
@@ -88,3 +102,101 @@ def evidence_refs(
 ) -> list[PageRef]:
     """Evidence pages: judged useful or cited by a note, and read (never a page merely read)."""
     return [r for r in dict.fromkeys([*useful, *cited]) if r in read]
+
+
+def build_result(loop: DocMemoLoop) -> Steps[DocMemoResult]:
+    """The answer, the evidence nodes (with their page images when asked for) and the trace of
+    a finished loop: built here and only here."""
+    status, answer = loop.verdict()
+    episodic = loop.episodic
+    cited = [n.page for n in episodic.evidence]
+    refs = evidence_refs(episodic.useful_pages, cited, loop.read)
+    records = [loop.records[r] for r in refs if r in loop.records]
+    images: dict[PageRef, Path | None] = {}
+    cache = loop.parts.cache_dir
+    if loop.parts.evidence_images and cache is not None and records:
+        files = yield from page_image_files([page_image(r, cache) for r in records])
+        images = {r.ref: path for r, path in zip(records, files, strict=True)}
+    beliefs = loop.beliefs
+    evidence = sorted(
+        (
+            PageWithScore(
+                node=page_node(rec, image_path=images.get(rec.ref)),
+                score=float(beliefs.mean([rec.ref])[0]) if rec.ref in beliefs else 0.5,
+            )
+            for rec in records
+        ),
+        key=lambda n: -(n.score or 0.0),
+    )
+    useful = set(episodic.useful_pages)
+    sources = evidence + [c for c in loop.crops if node_ref(c) in useful]
+    reader = loop.parts.reader
+    decide = getattr(reader, "images_now", None)  # after a refusal a server gets text
+    choice = decide() if callable(decide) else None
+    trace = QueryTrace(
+        question=loop.question,
+        answer=answer,
+        status=status,
+        stop_reason=loop.stop or "max_rounds",
+        rounds=loop.rounds,
+        pages_read=[
+            PageRead(doc=r.doc_id, page=r.page, round=episodic.round_of(r) or 0)
+            for r in episodic.pages_read
+        ],
+        evidence=[
+            PageScore(
+                doc=str(n.node.metadata["doc_id"]),
+                page=int(n.node.metadata["page"]),
+                score=n.score or 0.0,
+            )
+            for n in sources
+            if is_page(n)
+        ],
+        llm_calls=loop.llm_calls,
+        seconds=time.perf_counter() - loop.started,
+        reader=reader.name if reader is not None else "",
+        images=bool(choice.send) if choice is not None else False,
+        images_reason=choice.reason if choice is not None else "",
+    )
+    return DocMemoResult(answer=answer, status=status, source_nodes=sources, trace=trace)
+
+
+def round_trace(
+    loop: DocMemoLoop, selection: RoundSelection, feedback: Feedback | None, dropped: int
+) -> RoundTrace:
+    """What a round retrieved, read, learned and cost, and the beliefs it left."""
+    record = FeedbackRecord.of(feedback, dropped) if feedback is not None else None
+    watched = dict.fromkeys(
+        [r.ref for r in selection.pages]
+        + [PageRef(c.doc, c.page) for c in selection.candidates]
+        + loop.beliefs.informed_refs()
+    )
+    cost = loop.round_cost
+    return RoundTrace(
+        round=selection.round,
+        query=selection.query,
+        lam=selection.lam,
+        candidates=selection.candidates,
+        selected=[
+            PageScore(doc=r.doc_id, page=r.page, score=s)
+            for r, s in zip(selection.pages, selection.scores, strict=True)
+        ],
+        crops=len(loop.crops),
+        feedback=record,
+        beliefs=belief_states(loop.beliefs, list(watched)),
+        llm_calls=cost.calls,
+        images=cost.images,
+        prompt_tokens=cost.prompt_tokens,
+        completion_tokens=cost.completion_tokens,
+        seconds=selection.seconds,
+    )
+
+
+def belief_states(beliefs: PageBeliefMemory, refs: list[PageRef]) -> list[BeliefState]:
+    """(alpha, beta) of the pages of ``refs`` that hold a belief of their own."""
+    out = []
+    for ref in refs:
+        if ref in beliefs:
+            a, b = beliefs.get(ref)
+            out.append(BeliefState(doc=ref.doc_id, page=ref.page, alpha=a, beta=b))
+    return out

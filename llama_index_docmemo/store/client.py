@@ -154,6 +154,25 @@ class QdrantClientPageStore(QdrantLayoutStore):
     def location(self) -> str:
         return f"Qdrant collection '{self.collection}' at {self._where}"
 
+    def reopen_options(self) -> dict[str, Any]:
+        """Keyword arguments that open this same collection again in another process (a Ray
+        worker writing in parallel); a server collection only."""
+        if not self.remote:
+            raise StoreError(f"{self.location} is in local mode: only this process may open it")
+        return {
+            "url": self._url,
+            "api_key": self._api_key,
+            "collection": self.collection,
+            "encoder_name": self.encoder_name,
+            "dim": self.dim,
+            "sparse": self.sparse,
+            "fusion": self.fusion,
+            "idf_scope": self.idf_scope,
+            "layout": self.layout,
+            "timeout": self.timeout,
+            "retries": self.retries,
+        }
+
     @property
     def client(self) -> QdrantClient:
         if self._client is None:
