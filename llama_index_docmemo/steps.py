@@ -86,8 +86,24 @@ async def _acall(call: Call) -> Any:
     return await asyncio.to_thread(call.sync, *call.args, **call.kwargs)
 
 
-def run(steps: Steps[T]) -> T:
-    """Run ``steps`` to the end with sync I/O; returns what the step returns."""
+def _effect(effect: Effect) -> Any:
+    if isinstance(effect, Call):
+        return _call(effect)
+    return [run(inner) for inner in effect.steps]
+
+
+async def _aeffect(effect: Effect) -> Any:
+    if isinstance(effect, Call):
+        return await _acall(effect)
+    return list(await asyncio.gather(*(arun(inner) for inner in effect.steps)))
+
+
+def run(steps: Generator[Any, Any, T], execute: Callable[[Any], Any] = _effect) -> T:
+    """Run ``steps`` to the end with sync I/O; returns what the step returns.
+
+    ``execute`` performs one yielded effect (default: :class:`Call` and :class:`Parallel`);
+    a layer with effects of its own (the page store's operations) passes its executor.
+    """
     value: Any = None
     error: Exception | None = None
     try:
@@ -97,19 +113,18 @@ def run(steps: Steps[T]) -> T:
             except StopIteration as done:
                 return done.value
             try:
-                if isinstance(effect, Call):
-                    value = _call(effect)
-                else:
-                    value = [run(inner) for inner in effect.steps]
-                error = None
+                value, error = execute(effect), None
             except Exception as exc:  # handed to the step, which may recover
                 value, error = None, exc
     finally:
         steps.close()
 
 
-async def arun(steps: Steps[T]) -> T:
-    """Run ``steps`` to the end with async I/O (blocking calls off the event loop)."""
+async def arun(
+    steps: Generator[Any, Any, T], execute: Callable[[Any], Awaitable[Any]] = _aeffect
+) -> T:
+    """Run ``steps`` to the end with async I/O (blocking calls off the event loop);
+    ``execute`` as for :func:`run`, awaited."""
     value: Any = None
     error: Exception | None = None
     try:
@@ -119,11 +134,7 @@ async def arun(steps: Steps[T]) -> T:
             except StopIteration as done:
                 return done.value
             try:
-                if isinstance(effect, Call):
-                    value = await _acall(effect)
-                else:
-                    value = list(await asyncio.gather(*(arun(inner) for inner in effect.steps)))
-                error = None
+                value, error = await execute(effect), None
             except Exception as exc:  # handed to the step, which may recover
                 value, error = None, exc
     finally:

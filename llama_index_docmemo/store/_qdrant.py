@@ -8,7 +8,6 @@ backends cannot drift apart, and the sync and async paths run the very same step
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import logging
 from abc import abstractmethod
@@ -19,6 +18,7 @@ from typing import Any
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.faults import fault_point
 from llama_index_docmemo.memory.schema import DocumentSchema
+from llama_index_docmemo.steps import run
 from llama_index_docmemo.store import access, ids, scopes
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store.base import PageStore
@@ -144,8 +144,9 @@ class QdrantLayoutStore(PageStore):
         """Send one operation and return its reply (see :mod:`.operations`)."""
 
     async def _arun(self, steps: op.Steps[op.T]) -> op.T:
-        """Run a step off the event loop (a backend with a native async client overrides this)."""
-        return await asyncio.to_thread(self._run, steps)
+        """Run a step off the event loop (a backend with a native async client overrides this),
+        on the store's own threads when it has them (``off_loop_threads``)."""
+        return await self._off_loop(self._run, steps)
 
     def _begin_bulk_load(self) -> None:
         """Defer index building until :meth:`_end_bulk_load`."""
@@ -157,17 +158,7 @@ class QdrantLayoutStore(PageStore):
 
     def _run(self, steps: op.Steps[op.T]) -> op.T:
         """Run a step, sending each operation it yields; a failed one is raised inside the step."""
-        reply: Any = None
-        failure: Exception | None = None
-        while True:
-            try:
-                operation = steps.throw(failure) if failure is not None else steps.send(reply)
-            except StopIteration as done:
-                return done.value
-            try:
-                reply, failure = self._execute(operation), None
-            except Exception as exc:  # handed to the step, which may clean up and re-raise
-                reply, failure = None, exc
+        return run(steps, self._execute)
 
     # ------------------------------------------------------------ steps
 

@@ -26,6 +26,7 @@ from tenacity import (
 
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.faults import fault_point
+from llama_index_docmemo.steps import arun
 from llama_index_docmemo.store import access
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store._qdrant import QdrantLayoutStore
@@ -230,18 +231,10 @@ class QdrantClientPageStore(QdrantLayoutStore):
         store) runs in a thread."""
         if not self.remote:
             return await super()._arun(steps)
-        reply: Any = None
-        failure: Exception | None = None
-        while True:
-            try:
-                operation = steps.throw(failure) if failure is not None else steps.send(reply)
-            except StopIteration as done:
-                return done.value
-            try:
-                request = call(operation, routing=self._routing, timeout=self.timeout)
-                reply, failure = await self._asend(request), None
-            except Exception as exc:  # handed to the step, which may clean up and re-raise
-                reply, failure = None, exc
+        return await arun(steps, self._aexecute)
+
+    async def _aexecute(self, operation: op.Operation) -> Any:
+        return await self._asend(call(operation, routing=self._routing, timeout=self.timeout))
 
     # ------------------------------------------------------------ the collection
 
