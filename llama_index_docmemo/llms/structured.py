@@ -19,6 +19,7 @@ repair request (:func:`ask_with_schema_in_prompt`, written as steps: ``steps.py`
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import logging
 import re
@@ -190,13 +191,19 @@ def validate_reply(model: type[M], text: str) -> M:
 
 
 def reply_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """The JSON schema sent with a request, generated from the reply model.
+    """The JSON schema sent with a request, generated from the reply model (a copy of the one
+    made for the model's first request: pydantic takes milliseconds to generate it).
 
     Self-contained and strict, as OpenAI's ``strict`` mode, vLLM's and llama.cpp's grammar
     compilers all accept: references inlined, every property required (in the model's field
     order, which is the order the model should write them), no extra properties, no titles or
     defaults.
     """
+    return copy.deepcopy(_strict_schema(model))
+
+
+@functools.cache
+def _strict_schema(model: type[BaseModel]) -> dict[str, Any]:
     generated = model.model_json_schema()
     definitions = generated.pop("$defs", {})
 
