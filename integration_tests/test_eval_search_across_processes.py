@@ -19,6 +19,8 @@ pytest.importorskip("qdrant_edge")
 
 ROOT = Path(__file__).resolve().parents[1]
 
+pytestmark = pytest.mark.slow  # a subprocess per test
+
 SCRIPT = """
 import json, sys
 from test_eval_search_determinism import DIM, QUERY, fill

@@ -11,6 +11,8 @@ import pytest
 
 from llama_index_docmemo.demo.document import write_demo_pdf
 
+pytestmark = pytest.mark.slow  # a subprocess or a real server per test
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 

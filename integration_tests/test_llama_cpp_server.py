@@ -46,6 +46,8 @@ from llama_index_docmemo.reasoning.replies import FeedbackReply
 from llama_index_docmemo.reasoning.vlm import VLMReasoner
 from llama_index_docmemo.types import PageInput, PageRecord, PageRef
 
+pytestmark = pytest.mark.slow  # a subprocess or a real server per test
+
 PYTHON_ENV = "DOCMEMO_LLAMA_CPP_PYTHON"
 MODEL_ENV = "DOCMEMO_LLAMA_CPP_MODEL"
 ALIAS = "smollm2"

@@ -40,6 +40,7 @@ _EXPORTS: dict[str, str] = {
     "ColQwenEncoder": "llama_index_docmemo.encoders.colqwen",
     "CropPostprocessor": "llama_index_docmemo.postprocessors.crops",
     "DocumentIndexer": "llama_index_docmemo.indexing",
+    "RayExecutor": "llama_index_docmemo.distributed",
     "IndexReport": "llama_index_docmemo.indexing",
     "PageStore": "llama_index_docmemo.store.base",
     "EdgePageStore": "llama_index_docmemo.store.edge",

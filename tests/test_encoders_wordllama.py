@@ -186,6 +186,7 @@ def test_load_encoder_names_the_accepted_forms() -> None:
         load_encoder("e5-large")
 
 
+@pytest.mark.slow
 def test_loading_wordllama_leaves_the_root_logger_alone() -> None:
     import subprocess
     import sys

@@ -15,6 +15,7 @@ def test_public_name_resolves(name: str) -> None:
     assert getattr(llama_index_docmemo, name) is not None
 
 
+@pytest.mark.slow
 def test_import_is_light() -> None:
     code = (
         "import sys, llama_index_docmemo as m; m.DocMemoQueryEngine; m.ColQwenEncoder; "
