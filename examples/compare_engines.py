@@ -12,10 +12,9 @@ retrieval state; ``--reasoner offline`` or ``vlm`` (with ``--llm-url``) measure 
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from llama_index_docmemo.evaluation.cli import add_eval_parser, run_eval
+from llama_index_docmemo.evaluation.cli import main as harness
 
 
 def main(argv: list[str]) -> int:
@@ -23,11 +22,9 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 0
     data, out = argv[0], argv[1] if len(argv) > 1 else "./docmemo_eval"
-    parser = argparse.ArgumentParser(prog="compare_engines")
-    add_eval_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(
+    return harness(
+        "eval",
         [
-            "eval",
             "--data",
             data,
             "--out",
@@ -36,9 +33,8 @@ def main(argv: list[str]) -> int:
             "simulated",
             "--engines",
             "docmemo,static-paged,neighbours,static@15,llamaindex-topk",
-        ]
+        ],
     )
-    return run_eval(args)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""The ``docmemo`` command: index, list and delete documents, search pages, ask questions, demo, eval."""
+"""The ``docmemo`` command: index, list and delete documents, search pages, ask questions, demo,
+eval and compare (the last two from the evaluation harness, extra ``eval``)."""
 
 from __future__ import annotations
 
@@ -413,10 +414,30 @@ def build_parser() -> argparse.ArgumentParser:
     _add_llm_args(p)
     p.set_defaults(func=cmd_demo)
 
-    from llama_index_docmemo.evaluation.cli import add_eval_parser
-
-    add_eval_parser(sub)
+    _add_harness_command(
+        sub, "eval", "compare engines on a dataset folder (qa.jsonl + pdfs/); extra 'eval'"
+    )
+    _add_harness_command(
+        sub,
+        "compare",
+        "DocMemo vs the stock LlamaIndex engine on your PDFs and questions; extra 'eval'",
+    )
     return parser
+
+
+def _add_harness_command(sub: Any, name: str, help: str) -> None:
+    """``eval`` and ``compare`` belong to the evaluation harness (extra ``eval``): their own
+    parser is built only when they run, so no other command imports the harness. This stub
+    treats nothing as an option and hands every following argument over."""
+    p = sub.add_parser(name, help=help, add_help=False, prefix_chars="\0")
+    p.add_argument("arguments", nargs=argparse.REMAINDER)
+    p.set_defaults(func=lambda args: _run_harness(name, args.arguments))
+
+
+def _run_harness(name: str, arguments: list[str]) -> int:
+    from llama_index_docmemo.evaluation.cli import main as harness_main
+
+    return harness_main(name, arguments)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

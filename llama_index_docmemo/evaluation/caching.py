@@ -123,28 +123,6 @@ class MemoStore(PageStore):
     ) -> list[PageRecord]:
         return self.inner.get_pages(refs, page_filter)
 
-    def feedback_search(
-        self,
-        positive: Sequence[PageRef],
-        negative: Sequence[PageRef] = (),
-        *,
-        limit: int,
-        page_filter: PageFilter | None = None,
-        using: str = "pooled",
-        strategy: str = "best_score",
-        target: QueryEmbedding | None = None,
-    ) -> list[PageHit]:
-        """Recommend / discovery searches depend on the labels so far: never cached."""
-        return self.inner.feedback_search(
-            positive,
-            negative,
-            limit=limit,
-            page_filter=page_filter,
-            using=using,
-            strategy=strategy,
-            target=target,
-        )
-
     def count_pages(self, page_filter: PageFilter | None = None) -> int:
         return self.inner.count_pages(page_filter)
 
