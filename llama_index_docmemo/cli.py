@@ -33,7 +33,8 @@ def _add_store_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--encoder", default=None, help="encoder name (default: the CPU default)")
 
 
-def _add_llm_args(parser: argparse.ArgumentParser) -> None:
+def add_llm_args(parser: argparse.ArgumentParser) -> None:
+    """The LLM reader's options (``ask``, ``index``, ``demo``, ``compare``)."""
     group = parser.add_argument_group("LLM reader on an OpenAI-compatible server (optional)")
     group.add_argument(
         "--llm-url",
@@ -97,7 +98,8 @@ def _store(args: argparse.Namespace, encoder: Any, *, create: bool = False) -> A
     return open_store(path=path, encoder=encoder)
 
 
-def _llm(args: argparse.Namespace) -> Any:
+def llm_from_args(args: argparse.Namespace) -> Any:
+    """The LLM :func:`add_llm_args` options describe (None without ``--llm-url``)."""
     if not args.llm_url:
         return None
     from llama_index_docmemo.llms import QwenVL
@@ -161,7 +163,7 @@ def cmd_index(args: argparse.Namespace) -> int:
 
     encoder = _encoder(args)
     summarizer = None
-    llm = _llm(args)
+    llm = llm_from_args(args)
     if llm is not None:
         from llama_index_docmemo.ingest.summaries import VLMPageSummarizer
 
@@ -291,7 +293,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         engine = DocMemoQueryEngine.from_defaults(
             store=store,
             encoder=encoder,
-            llm=_llm(args),
+            llm=llm_from_args(args),
             config=_config(args),
             page_filter=scope,
         )
@@ -339,7 +341,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from llama_index_docmemo.demo.run import run_demo
 
-    results = run_demo(cache_dir=args.cache_dir, llm=_llm(args))
+    results = run_demo(cache_dir=args.cache_dir, llm=llm_from_args(args))
     return 0 if results else 1
 
 
@@ -354,7 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("index", help="index PDFs (files or folders) into the page store")
     p.add_argument("paths", nargs="+", type=Path)
     _add_store_args(p)
-    _add_llm_args(p)
+    add_llm_args(p)
     p.add_argument("--tenant", default=None, help="owner of these documents (a separate space)")
     p.add_argument(
         "--acl",
@@ -403,7 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("question")
     _add_store_args(p)
     _add_scope_args(p)
-    _add_llm_args(p)
+    add_llm_args(p)
     _add_loop_args(p)
     p.add_argument("--json", action="store_true")
     p.add_argument("--trace", type=Path, help="write the belief heat-map (.png or .html)")
@@ -411,7 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="index a generated report and answer questions about it")
     p.add_argument("--cache-dir", type=Path, default=None)
-    _add_llm_args(p)
+    add_llm_args(p)
     p.set_defaults(func=cmd_demo)
 
     _add_harness_command(
