@@ -9,7 +9,11 @@ text and the judge's replies. Cost is checked against what the server itself rec
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pymupdf
@@ -18,7 +22,7 @@ from fake_vllm_server import FakeVLLM, Reply, Request
 
 from llama_index_docmemo.errors import DocMemoError
 from llama_index_docmemo.evaluation.cli import main as harness
-from llama_index_docmemo.evaluation.compare import compare
+from llama_index_docmemo.evaluation.compare import Question, compare
 from llama_index_docmemo.llms import OpenAICompatible, QwenVL
 from llama_index_docmemo.llms.servers import SERVERS
 
@@ -244,3 +248,58 @@ def test_failed_engine_is_recorded_and_the_command_exits_1(
     assert rows[1]["correctness"] is None and rows[1]["llm_calls"] >= 1
     printed = capsys.readouterr().out
     assert "Judge: none" in printed and "report.html" in printed
+
+
+def scanned_pdf(path: Path, slides: list[str]) -> None:
+    """Pages that are only an image of text (no text layer): what a scanned deck looks like."""
+    pdf = pymupdf.open()
+    for text in slides:
+        scratch = pymupdf.open()
+        drawn = scratch.new_page(width=720, height=540)
+        drawn.insert_text((40, 140), text, fontsize=30)
+        page = pdf.new_page(width=720, height=540)
+        page.insert_image(page.rect, stream=drawn.get_pixmap(dpi=150).tobytes("png"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pdf.save(path)
+
+
+@pytest.mark.skipif(not shutil.which("tesseract"), reason="no Tesseract (apt-get install tesseract-ocr)")
+def test_stock_ocr_separates_the_method_from_ocr(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    make_pdf(docs / "alpha.pdf", "alpha.pdf", 4)
+    scanned_pdf(docs / "deck.pdf", ["Agenda and welcome", "Gamma revenue was 77 million", "Thanks"])
+    questions = [Question("gamma", "What was the Gamma revenue?")]
+    out = tmp_path / "out"
+    with FakeVLLM([], default=scripted, model=MODEL, require_schema=False) as server:
+        report = compare(
+            docs, questions, out, engines=["docmemo", "stock", "stock-ocr"], llm=llm(server),
+            pages=3, progress=False,
+        )
+    rows = {r["engine"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    deck = lambda row: [p for p in row["cited_pages"] if p["doc"] == "deck.pdf"]  # noqa: E731
+    assert not deck(rows["stock"])  # pypdf reads no text on a scanned page: never retrieved
+    assert {"doc": "deck.pdf", "page": 2} in deck(rows["stock-ocr"])  # the store's OCR text
+    assert {"doc": "deck.pdf", "page": 2} in rows["docmemo"]["read_pages"]
+    assert report["ocr_pages"] == 3 and "from the page store's text" in report["budgets"]["stock-ocr"]
+    assert "3 of 7 pages have no text layer" in (out / "report.md").read_text()
+    assert "not judged" in (out / "report.md").read_text()  # no expected answer, no judge
+
+
+def test_the_example_script_compares_with_settings_llm(
+    docs: Path, questions: Path, tmp_path: Path
+) -> None:
+    example = Path(__file__).resolve().parent.parent / "examples" / "compare_engines.py"
+    with FakeVLLM([], default=scripted, model=MODEL, require_schema=False) as server:
+        done = subprocess.run(
+            [
+                sys.executable, str(example), str(docs), str(questions), str(tmp_path / "out"),
+                "--llm-url", server.url, "--llm-model", MODEL,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "PYTHONPATH": str(example.parent.parent)},
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "docmemo: correct" in done.stdout and "stock-ocr: correct" in done.stdout
+    assert (tmp_path / "out" / "report.html").is_file()
