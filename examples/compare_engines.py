@@ -45,7 +45,11 @@ def main(argv: list[str]) -> int:
         else None
     )
     report = compare(
-        args.docs, args.questions, args.out, engines=["docmemo", "stock", "stock-ocr"], judge_llm=judge
+        args.docs,
+        args.questions,
+        args.out,
+        engines=["docmemo", "stock", "stock-ocr"],
+        judge_llm=judge,
     )
     for name, totals in report["totals"]["engines"].items():
         cost = totals["cost"]

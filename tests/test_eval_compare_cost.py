@@ -45,7 +45,9 @@ class UsageLLM(CustomLLM):
         return CompletionResponse(text="ok")
 
     @llm_completion_callback()
-    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
+    def stream_complete(
+        self, prompt: str, formatted: bool = False, **kwargs: Any
+    ) -> CompletionResponseGen:
         yield self.complete(prompt)
 
 

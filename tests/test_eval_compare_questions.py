@@ -29,7 +29,10 @@ def test_jsonl_csv_and_txt(tmp_path: Path) -> None:
     ]
     csv = tmp_path / "q.csv"
     csv.write_text('Question,Expected\n"Revenue, in 2023?",4.2\nWho?,\n')
-    assert load_questions(csv) == [Question("q2", "Revenue, in 2023?", "4.2"), Question("q3", "Who?")]
+    assert load_questions(csv) == [
+        Question("q2", "Revenue, in 2023?", "4.2"),
+        Question("q3", "Who?"),
+    ]
     txt = tmp_path / "q.txt"
     txt.write_text("# pilot questions\nRevenue in 2023?\n\n  Who is the CEO?\n")
     assert [q.text for q in load_questions(txt)] == ["Revenue in 2023?", "Who is the CEO?"]
@@ -42,7 +45,11 @@ def test_jsonl_csv_and_txt(tmp_path: Path) -> None:
         ("q.jsonl", '{"question": "a"}\n{"question": \n', r"q\.jsonl:2: not valid JSON"),
         ("q.jsonl", '{"expected": "4"}\n', r"q\.jsonl:1: no question"),
         ("q.jsonl", '["a"]\n', r"q\.jsonl:1: expected a JSON object"),
-        ("q.jsonl", '{"id": "x", "question": "a"}\n{"id": "x", "question": "b"}\n', r":2: id 'x'.*:1"),
+        (
+            "q.jsonl",
+            '{"id": "x", "question": "a"}\n{"id": "x", "question": "b"}\n',
+            r":2: id 'x'.*:1",
+        ),
         ("q.csv", "query,expected\nx,1\n", r"q\.csv: the header row has no 'question' column"),
         ("q.txt", "# only a comment\n", r"q\.txt: no questions"),
         ("q.xlsx", "x", r"must be a \.jsonl, \.csv or \.txt"),
@@ -69,7 +76,9 @@ def test_engine_names_and_budget() -> None:
         docmemo_configs(0)
 
 
-def record(qid: str, engine: str, passing: bool | None, found: list[bool], calls: int) -> AnswerRecord:
+def record(
+    qid: str, engine: str, passing: bool | None, found: list[bool], calls: int
+) -> AnswerRecord:
     return AnswerRecord(
         qid=qid,
         question="q",
@@ -97,7 +106,9 @@ def test_totals_are_paired_over_shared_questions_and_name_the_judge() -> None:
     docmemo[2].pairwise["stock"] = {"result": "win", "judge": "judge-model"}
     totals = compare_totals({"docmemo": docmemo, "stock": stock}, "docmemo")
     dm, st = totals["engines"]["docmemo"], totals["engines"]["stock"]
-    assert dm["correct"]["mean"] == pytest.approx(2 / 3) and dm["correct"]["judged_by"] == ["judge-model"]
+    assert dm["correct"]["mean"] == pytest.approx(2 / 3) and dm["correct"]["judged_by"] == [
+        "judge-model"
+    ]
     assert st["correct"]["n"] == 2 and (dm["figures"], dm["figures_found"]) == (4, 3)
     assert dm["figures_found_share"]["mean"] == pytest.approx(0.75)  # per answer: 1, .5
     versus = totals["versus"]["stock"]
@@ -107,5 +118,9 @@ def test_totals_are_paired_over_shared_questions_and_name_the_judge() -> None:
     assert versus["cost"]["llm_calls"]["diff"] == pytest.approx(7 / 3)
     lo, hi = versus["cost"]["llm_calls"]["ci"]
     assert lo <= 7 / 3 <= hi
-    assert (versus["pairwise"]["win"], versus["pairwise"]["tie"], versus["pairwise"]["loss"]) == (1, 0, 0)
+    assert (versus["pairwise"]["win"], versus["pairwise"]["tie"], versus["pairwise"]["loss"]) == (
+        1,
+        0,
+        0,
+    )
     assert versus["pairwise"]["judged_by"] == ["judge-model"]

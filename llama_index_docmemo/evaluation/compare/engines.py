@@ -199,20 +199,10 @@ def stock_engine(
 
 
 def docmemo_engine(
-    *,
-    store: PageStore,
-    encoder: PageEncoder,
-    llm: LLM,
-    config: DocMemoConfig,
-    page_tokens: float,
+    *, store: PageStore, encoder: PageEncoder, llm: LLM, config: DocMemoConfig, budget: str
 ) -> DocMemoEngine:
-    """DocMemo reading with ``llm`` under ``config``'s page budget."""
+    """DocMemo reading with ``llm`` under ``config`` (whose page budget ``budget`` states)."""
     from llama_index_docmemo.query_engine import DocMemoQueryEngine
 
-    pages = config.max_pages or config.rounds * config.pages_per_round
     engine = DocMemoQueryEngine.from_defaults(store=store, encoder=encoder, llm=llm, config=config)
-    budget = (
-        f"at most {pages} pages ({config.rounds} rounds of {config.pages_per_round}; mean page "
-        f"{page_tokens:.0f} tokens, {pages * page_tokens:,.0f} tokens), OCR'd pages included"
-    )
     return DocMemoEngine(engine, budget)

@@ -91,6 +91,7 @@ class _Comparison:
         self.store = store
         self.encoder = encoder
         self.llm = llm
+        self.pages = pages
         self.configs = docmemo_configs(pages)
         self.page_tokens, self.budget_tokens = page_budget_tokens(store, pages)
         self.meter = CostMeter()
@@ -99,12 +100,17 @@ class _Comparison:
     def engine(self, name: str) -> CompareEngine:
         if name not in self._engines:
             if name == DOCMEMO:
+                budget = (
+                    f"at most {self.pages} pages ({self.configs.rounds} rounds of "
+                    f"{self.configs.pages_per_round}; mean page {self.page_tokens:.0f} tokens, "
+                    f"{self.budget_tokens:,.0f} tokens), OCR'd pages included"
+                )
                 self._engines[name] = docmemo_engine(
                     store=self.store,
                     encoder=self.encoder,
                     llm=self.llm,
                     config=self.configs.for_engine(DOCMEMO),
-                    page_tokens=self.page_tokens,
+                    budget=budget,
                 )
             else:
                 self._engines[name] = stock_engine(
