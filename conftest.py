@@ -37,6 +37,6 @@ def mmlongbench_dir(data_root: Path) -> Path:
 def _cache_in_tmp(tmp_path_factory: pytest.TempPathFactory):
     """Rendered pages, crops and layouts go to a temporary folder, never the user's cache."""
     patch = pytest.MonkeyPatch()
-    patch.setenv("DOCMEMO_CACHE", str(tmp_path_factory.mktemp("docmemo-cache")))
+    patch.setenv("DOCMEMO_CACHE_DIR", str(tmp_path_factory.mktemp("docmemo-cache")))
     yield
     patch.undo()

@@ -1,79 +1,110 @@
-"""Page-store scale: synthetic ColQwen-shaped multivectors at 1k / 10k / 100k pages.
+"""Page-store scale with ColQwen-shaped pages: each multivector layout at 10k / 100k pages.
 
-Measures, per backend and size: upsert throughput, per-query latency (p50/p95) of the store's
-two-stage search (pooled prefetch + MaxSim rerank) and of exact MaxSim through the store
-(prefetch over every page), recall@10 of the two-stage search against exact MaxSim computed
-in numpy, and bytes per page for float32 / float16 / binary multivectors.
+For every layout (``--layouts``) a fresh Qdrant Edge store is filled through the package's own
+write path inside ``bulk_load()`` (HNSW built once at the end), then searched through
+``PageStore.search``. Per layout: build time (fill + index), upsert pages/s, p50 / p95 search
+latency, recall@10 against exact MaxSim over the same original vectors (numpy, float32),
+bytes per page on disk (the whole shard folder, WAL included) and the process's resident
+memory while searching (VmRSS; its anonymous and file-backed parts are reported apart).
 
-Synthetic data, built so that recall means something: a vocabulary of "word" vectors grouped
-by topic (words of a topic share its direction); each page uses 24 words of 2 of its
-document's topics, and 60% of its tokens are noisy copies of a few "background" vectors
-shared by every page (margins, white space: what blurs mean-pooled vectors together), the
-rest noisy copies of its words. A query is 20 noisy tokens of 5 words of one page, so its exact
-top-10 is the pages sharing most of those words, which the pooled prefetch must find.
+The synthetic pages behave like ColQwen2.5's (``Corpus``):
 
-    python benchmarks/store_scale.py --out reports/store_scale
-    python benchmarks/store_scale.py --sizes 1000 --url http://127.0.0.1:6333
+- a page is a 32 x 24 patch grid (768 vectors of 128 dims, ``--vectors`` changes it), row-major
+  as the ColQwen encoder stores it;
+- 512 topics of 64 "words" (words of a topic are noisy copies of its direction); a document
+  (100 pages) has 6 topics, each page draws 24 words from 2 of them, so neighbouring pages and
+  documents share vocabulary (topic clusters);
+- content: 30-65% of a page, a band of text lines (rows) laid out word by word along each row,
+  each patch a noisy copy (noise 0.5 / sqrt(128) per dimension) of its word;
+- background: every other patch is a near-duplicate (noise 0.15) of one of 16 vectors shared by
+  all pages (white space, margins, rules), as real pages' empty patches are;
+- a query is 15-30 vectors, each a noisy copy (noise 0.6) of a word of one target page's
+  content; its exact MaxSim top-10 is what every layout must find.
+
+    python benchmarks/store_scale.py --pages 10000 --vectors 768 --json reports/scale_10k.json
+    python benchmarks/store_scale.py --pages 100000 --vectors 768 --layouts rows_cols
+    python benchmarks/store_scale.py --pages 500 --colqwen-tiny   # the tiny ColQwen, whole path
+
+``--json`` writes exactly the rows ``[{"layout", "pages", "vectors", "p50_ms", "p95_ms",
+"recall_at_10", "disk_bytes_per_page", "rss_bytes", "default"}]`` ("default": the layout
+``open_store`` gives a page-image encoder's new store, ``PAGE_IMAGE_LAYOUT``); ``--out`` also
+gets a Markdown table with the build columns.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import math
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from llama_index_docmemo.memory.schema import DocumentSchema
-from llama_index_docmemo.store import EdgePageStore, PageStore, QdrantClientPageStore
+from llama_index_docmemo.store import EdgePageStore, MultivectorLayout
+from llama_index_docmemo.store.layouts import PAGE_IMAGE_LAYOUT
 from llama_index_docmemo.types import PageEmbedding, PageRecord
 
 DIM = 128
-QUERY_TOKENS = 20
 TOP_K = 10
 PAGES_PER_DOC = 100
-N_TOPICS = 256
-WORDS_PER_TOPIC = 64
-WORD_SPREAD = 1.0
-TOPICS_PER_DOC = 6
-TOPICS_PER_PAGE = 2
-WORDS_PER_PAGE = 24
-QUERY_WORDS = 5
-N_BACKGROUND = 8
-BACKGROUND_SHARE = 0.6
-TOKEN_NOISE = 0.5
-QUERY_NOISE = 0.5
-# Vectors per page by corpus size: the real ColQwen2.5 shape (~768) where it fits in time and
-# 24 GiB, fewer where the store, the numpy ground truth and Python list conversion would not.
-STORE: dict[str, object] = {"encoder_name": "synthetic", "dim": DIM}
-DEFAULT_VECTORS = {1_000: 768, 10_000: 128, 100_000: 64}
+N_TOPICS, WORDS_PER_TOPIC, WORD_SPREAD = 512, 64, 1.0
+TOPICS_PER_DOC, TOPICS_PER_PAGE, WORDS_PER_PAGE = 6, 2, 24
+N_BACKGROUND = 16
+CONTENT_SHARE = (0.30, 0.65)
+TOKEN_NOISE, BACKGROUND_NOISE, QUERY_NOISE = 0.5, 0.15, 0.6
+QUERY_VECTORS = (15, 30)
+WORDS_PER_LINE = (3, 6)
+
+LAYOUTS: dict[str, MultivectorLayout] = {
+    "mean": MultivectorLayout(first_stage="mean"),
+    "mean-f16": MultivectorLayout(first_stage="mean", storage="float16"),
+    "rows_cols": MultivectorLayout(first_stage="rows_cols", storage="float16"),
+    "rows_cols-sq": MultivectorLayout(
+        first_stage="rows_cols", storage="float16", quantization="scalar"
+    ),
+    "rows_cols-bq": MultivectorLayout(
+        first_stage="rows_cols", storage="float16", quantization="binary", oversampling=2.0
+    ),
+    "mean-bq": MultivectorLayout(
+        first_stage="mean", storage="float16", quantization="binary", oversampling=2.0
+    ),
+    "rows_cols-disk": MultivectorLayout(first_stage="rows_cols", storage="float16", on_disk=True),
+    "rows_cols-pool3": MultivectorLayout(
+        first_stage="rows_cols", storage="float16", token_pool_factor=3
+    ),
+}
+STORE = {"encoder_name": "synthetic-colqwen", "dim": DIM}
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
     return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
 
 
-@dataclass(frozen=True)
+def grid_of(vectors: int) -> tuple[int, int]:
+    """(rows, columns) of a portrait page grid holding ``vectors`` patches (768 -> 32 x 24)."""
+    columns = max(1, round(math.sqrt(vectors * 0.75)))
+    while vectors % columns:
+        columns -= 1
+    return vectors // columns, columns
+
+
 class Corpus:
-    """Deterministic synthetic pages: any document can be regenerated from (seed, doc index)."""
+    """Deterministic synthetic pages: any document regenerates from (seed, doc index)."""
 
-    n_pages: int
-    vectors: int
-    seed: int = 0
-    background: np.ndarray = field(init=False, repr=False)
-    words: np.ndarray = field(init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        rng = np.random.default_rng([self.seed, 0])
+    def __init__(self, n_pages: int, vectors: int, seed: int = 0) -> None:
+        self.n_pages, self.vectors, self.seed = n_pages, vectors, seed
+        self.grid = grid_of(vectors)
+        rng = np.random.default_rng([seed, 0])
         topics = _unit(rng.normal(size=(N_TOPICS, 1, DIM)))
         spread = rng.normal(size=(N_TOPICS, WORDS_PER_TOPIC, DIM)) / np.sqrt(DIM)
-        object.__setattr__(self, "background", _unit(rng.normal(size=(N_BACKGROUND, DIM))))
-        object.__setattr__(self, "words", _unit(topics + WORD_SPREAD * spread).reshape(-1, DIM))
+        self.words = _unit(topics + WORD_SPREAD * spread).reshape(-1, DIM)
+        self.background = _unit(rng.normal(size=(N_BACKGROUND, DIM)))
 
     @property
     def n_docs(self) -> int:
@@ -82,321 +113,349 @@ class Corpus:
     def doc_pages(self, doc: int) -> int:
         return min(PAGES_PER_DOC, self.n_pages - doc * PAGES_PER_DOC)
 
-    def _page_words(self, rng: np.random.Generator, doc_topics: np.ndarray) -> np.ndarray:
+    def _page(
+        self, rng: np.random.Generator, doc_topics: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """One page's (vectors, dim) patches and the word of each patch (-1: background)."""
+        rows, columns = self.grid
         topics = rng.choice(doc_topics, size=TOPICS_PER_PAGE, replace=False)
         pool = (topics[:, None] * WORDS_PER_TOPIC + np.arange(WORDS_PER_TOPIC)).ravel()
-        return rng.choice(pool, size=WORDS_PER_PAGE, replace=False)
+        vocabulary = rng.choice(pool, size=WORDS_PER_PAGE, replace=False)
+        share = rng.uniform(*CONTENT_SHARE)
+        lines = max(1, round(rows * share / 0.85))
+        top = int(rng.integers(0, rows - lines + 1))
+        left, right = 1, columns - 1 if columns > 2 else columns
+        words = np.full((rows, columns), -1, dtype=np.int64)
+        for row in range(top, top + lines):
+            cuts = (
+                np.sort(
+                    rng.choice(
+                        np.arange(left + 1, right),
+                        size=int(rng.integers(*WORDS_PER_LINE)) - 1,
+                        replace=False,
+                    )
+                )
+                if right - left > 6
+                else np.array([], dtype=np.int64)
+            )
+            for start, end in zip([left, *cuts], [*cuts, right], strict=True):
+                words[row, start:end] = vocabulary[int(rng.integers(0, WORDS_PER_PAGE))]
+        flat = words.ravel()
+        content = flat >= 0
+        patches = np.empty((flat.size, DIM), dtype=np.float32)
+        noise = rng.normal(size=(flat.size, DIM)).astype(np.float32) / np.sqrt(DIM)
+        patches[content] = self.words[flat[content]] + TOKEN_NOISE * noise[content]
+        kinds = rng.integers(0, N_BACKGROUND, size=int((~content).sum()))
+        patches[~content] = self.background[kinds] + BACKGROUND_NOISE * noise[~content]
+        return _unit(patches), flat
 
     def document(self, doc: int) -> tuple[np.ndarray, list[np.ndarray]]:
-        """(pages, vectors, DIM) unit tokens and each page's word ids."""
+        """(pages, vectors, DIM) patches and each page's patch words."""
         rng = np.random.default_rng([self.seed, 1, doc])
-        n = self.doc_pages(doc)
         doc_topics = rng.choice(N_TOPICS, size=TOPICS_PER_DOC, replace=False)
-        page_words = [self._page_words(rng, doc_topics) for _ in range(n)]
-        content = rng.random((n, self.vectors)) >= BACKGROUND_SHARE
-        word_tokens = np.stack(
-            [w[rng.integers(0, WORDS_PER_PAGE, self.vectors)] for w in page_words]
-        )
-        centres = np.where(
-            content[..., None],
-            self.words[word_tokens],
-            self.background[rng.integers(0, N_BACKGROUND, size=(n, self.vectors))],
-        )
-        noise = TOKEN_NOISE * rng.normal(size=(n, self.vectors, DIM)) / np.sqrt(DIM)
-        return _unit(centres + noise), page_words
+        pages = [self._page(rng, doc_topics) for _ in range(self.doc_pages(doc))]
+        return np.stack([p for p, _ in pages]), [w for _, w in pages]
 
-    def queries(self, n_queries: int) -> tuple[np.ndarray, np.ndarray]:
-        """(n, QUERY_TOKENS, DIM) queries: a few words of a random page, with fresh noise."""
+    def queries(self, n_queries: int) -> tuple[list[np.ndarray], np.ndarray]:
+        """Queries of 15-30 vectors near the words of a random target page each."""
         rng = np.random.default_rng([self.seed, 2])
         targets = np.sort(rng.choice(self.n_pages, size=n_queries, replace=False))
-        out = np.empty((n_queries, QUERY_TOKENS, DIM), dtype=np.float32)
-        for i, target in enumerate(targets):
-            _, page_words = self.document(int(target) // PAGES_PER_DOC)
-            chosen = rng.choice(page_words[int(target) % PAGES_PER_DOC], QUERY_WORDS, replace=False)
-            picked = self.words[chosen[rng.integers(0, QUERY_WORDS, QUERY_TOKENS)]]
-            out[i] = _unit(picked + QUERY_NOISE * rng.normal(size=picked.shape) / np.sqrt(DIM))
-        return out, targets
+        queries = []
+        for target in targets:
+            _, words = self.document(int(target) // PAGES_PER_DOC)
+            present = np.unique(words[int(target) % PAGES_PER_DOC])
+            present = present[present >= 0]
+            n = int(rng.integers(QUERY_VECTORS[0], QUERY_VECTORS[1] + 1))
+            picked = self.words[rng.choice(present, size=n)]
+            noise = rng.normal(size=picked.shape) / np.sqrt(DIM)
+            queries.append(_unit(picked + QUERY_NOISE * noise))
+        return queries, targets
 
 
-def embedding(tokens: np.ndarray) -> PageEmbedding:
-    mean = tokens.mean(axis=0)
-    return PageEmbedding(multivector=tokens, pooled=_unit(mean))
+def query_embedding(vectors: np.ndarray) -> PageEmbedding:
+    return PageEmbedding(multivector=vectors, pooled=_unit(vectors.mean(axis=0)))
 
 
-def documents(corpus: Corpus) -> Iterator[tuple[int, np.ndarray]]:
-    for doc in range(corpus.n_docs):
-        yield doc, corpus.document(doc)[0]
-
-
-def exact_scores(corpus: Corpus, queries: np.ndarray) -> np.ndarray:
-    """(queries, pages) MaxSim by numpy, streamed document by document."""
+def exact_top(corpus: Corpus, queries: list[np.ndarray]) -> np.ndarray:
+    """(queries, TOP_K) page indices by exact MaxSim in numpy, streamed document by document."""
+    flat = np.concatenate(queries)
+    bounds = np.cumsum([0, *(len(q) for q in queries)])
     scores = np.empty((len(queries), corpus.n_pages), dtype=np.float32)
-    flat_queries = queries.reshape(-1, DIM)
-    for doc, tokens in documents(corpus):
-        n = len(tokens)
-        sims = tokens.reshape(-1, DIM) @ flat_queries.T  # (n*vectors, q*tokens)
-        best = sims.reshape(n, corpus.vectors, len(queries), QUERY_TOKENS).max(axis=1)
+    for doc in range(corpus.n_docs):
+        pages, _ = corpus.document(doc)
+        n = len(pages)
+        sims = (pages.reshape(-1, DIM) @ flat.T).reshape(n, corpus.vectors, -1).max(axis=1)
         start = doc * PAGES_PER_DOC
-        scores[:, start : start + n] = best.sum(axis=2).T
-    return scores
+        for i in range(len(queries)):
+            scores[i, start : start + n] = sims[:, bounds[i] : bounds[i + 1]].sum(axis=1)
+    return np.argsort(-scores, axis=1, kind="stable")[:, :TOP_K]
 
 
-def page_index(record: PageRecord) -> int:
-    return int(record.doc_id.removeprefix("doc")) * PAGES_PER_DOC + record.page - 1
+def fill(store: EdgePageStore, corpus: Corpus) -> tuple[float, float]:
+    """Write every page inside ``bulk_load``; returns (seconds writing, seconds indexing)."""
+    writing = 0.0
+    rows, columns = corpus.grid
+    with store.bulk_load():
+        for doc in range(corpus.n_docs):
+            pages, _ = corpus.document(doc)
+            n = len(pages)
+            doc_id = f"doc{doc:05d}.pdf"
+            schema = DocumentSchema(doc_id=doc_id, doc_version="v1", n_pages=n)
+            records = [
+                PageRecord(
+                    doc_id=doc_id, doc_version="v1", page=p + 1, n_pages=n, text="", source=""
+                )
+                for p in range(n)
+            ]
+            embeddings = [
+                PageEmbedding(multivector=p, pooled=_unit(p.mean(axis=0)), grid=(rows, columns))
+                for p in pages
+            ]
+            started = time.perf_counter()
+            store.upsert_document(schema, records, embeddings)
+            writing += time.perf_counter() - started
+            if doc % 50 == 49:
+                print(f"    {(doc + 1) * PAGES_PER_DOC:>7,} pages written", flush=True)
+        indexing_started = time.perf_counter()
+    return writing, time.perf_counter() - indexing_started
 
 
-def fill(store: PageStore, corpus: Corpus) -> float:
-    """Upsert every page; returns seconds spent inside the store (generation excluded)."""
-    spent = 0.0
-    for doc, tokens in documents(corpus):
-        n = len(tokens)
-        doc_id = f"doc{doc:05d}"
-        schema = DocumentSchema(doc_id=doc_id, doc_version="v1", n_pages=n)
-        records = [
-            PageRecord(doc_id=doc_id, doc_version="v1", page=p + 1, n_pages=n, text="", source="")
-            for p in range(n)
-        ]
-        embeddings = [embedding(t) for t in tokens]
-        start = time.perf_counter()
-        store.upsert_document(schema, records, embeddings)
-        spent += time.perf_counter() - start
-    return spent
-
-
-def timed_search(
-    store: PageStore, queries: np.ndarray, prefetch: int
-) -> tuple[list[float], list[list[int]]]:
-    latencies: list[float] = []
-    results: list[list[int]] = []
-    for query in queries:
-        q = embedding(query)
-        start = time.perf_counter()
-        hits = store.search(q, limit=TOP_K, prefetch_limit=prefetch)
-        latencies.append((time.perf_counter() - start) * 1000)
-        results.append([page_index(h.record) for h in hits])
-    return latencies, results
-
-
-def recall_at_k(results: list[list[int]], truth: np.ndarray) -> float:
-    return float(
-        np.mean([len(set(r) & set(t)) / TOP_K for r, t in zip(results, truth, strict=True)])
-    )
-
-
-@dataclass
-class Row:
-    backend: str
-    pages: int
-    vectors: int
-    upsert_pages_per_s: float
-    optimize_s: float
-    prefetch: int
-    two_stage_p50_ms: float
-    two_stage_p95_ms: float
-    recall_at_10: float
-    by_prefetch: dict[int, tuple[float, float]]  # depth -> (recall@10, p50 ms)
-    exact_p50_ms: float | None
-    exact_p95_ms: float | None
-    exact_recall_at_10: float | None
-    queries: int
-
-
-def measure(
-    backend: str,
-    open_store: Callable[[], PageStore],
-    corpus: Corpus,
-    queries: np.ndarray,
-    truth: np.ndarray,
-    *,
-    prefetch: int,
-    sweep: tuple[int, ...],
-    exact_queries: int,
-) -> Row:
-    store = open_store()
-    try:
-        upsert_s = fill(store, corpus)
-        start = time.perf_counter()
-        if isinstance(store, EdgePageStore):
-            store.optimize()
-        optimize_s = time.perf_counter() - start
-        timed_search(store, queries[:3], prefetch)  # warm caches
-        latencies, results = timed_search(store, queries, prefetch)
-        by_prefetch = {prefetch: (recall_at_k(results, truth), float(np.median(latencies)))}
-        for depth in sweep:
-            if depth != prefetch:
-                lat, res = timed_search(store, queries, depth)
-                by_prefetch[depth] = (recall_at_k(res, truth), float(np.median(lat)))
-        exact_lat: list[float] = []
-        exact_recall = None
-        if exact_queries:
-            exact_lat, exact_res = timed_search(store, queries[:exact_queries], corpus.n_pages)
-            exact_recall = recall_at_k(exact_res, truth[:exact_queries])
-    finally:
-        store.close()
-    return Row(
-        backend=backend,
-        pages=corpus.n_pages,
-        vectors=corpus.vectors,
-        upsert_pages_per_s=corpus.n_pages / upsert_s,
-        optimize_s=optimize_s,
-        prefetch=prefetch,
-        two_stage_p50_ms=float(np.percentile(latencies, 50)),
-        two_stage_p95_ms=float(np.percentile(latencies, 95)),
-        recall_at_10=by_prefetch[prefetch][0],
-        by_prefetch=dict(sorted(by_prefetch.items())),
-        exact_p50_ms=float(np.percentile(exact_lat, 50)) if exact_lat else None,
-        exact_p95_ms=float(np.percentile(exact_lat, 95)) if exact_lat else None,
-        exact_recall_at_10=exact_recall,
-        queries=len(queries),
-    )
-
-
-def bytes_per_page(vectors: int) -> dict[str, int]:
-    """Multivector bytes per page by storage type, plus the float32 pooled vector."""
-    pooled = DIM * 4
-    return {
-        "float32": vectors * DIM * 4 + pooled,
-        "float16": vectors * DIM * 2 + pooled,
-        "binary": vectors * DIM // 8 + pooled,
-    }
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}"
-
-
-def markdown(rows: list[Row], disk: dict[str, float]) -> str:
-    lines = [
-        "| backend | pages | vectors/page | upsert pages/s | optimize s | two-stage p50 / p95 ms "
-        "| recall@10 (prefetch) | prefetch: recall@10 / p50 ms | exact p50 / p95 ms | exact recall |",
-        "|---|---:|---:|---:|---:|---|---|---|---|---|",
-    ]
-    for r in rows:
-        sweep = ", ".join(f"{k}: {v[0]:.3f} / {v[1]:.1f}" for k, v in r.by_prefetch.items())
-        exact = "-" if r.exact_recall_at_10 is None else f"{r.exact_recall_at_10:.3f}"
-        lines.append(
-            f"| {r.backend} | {r.pages:,} | {r.vectors} | {r.upsert_pages_per_s:,.0f} "
-            f"| {r.optimize_s:.1f} | {r.two_stage_p50_ms:.1f} / {r.two_stage_p95_ms:.1f} "
-            f"| {r.recall_at_10:.3f} ({r.prefetch}) | {sweep} "
-            f"| {_ms(r.exact_p50_ms)} / {_ms(r.exact_p95_ms)} | {exact} |"
-        )
-    lines += [
-        "",
-        "| vectors/page | float32 B/page | float16 B/page | binary B/page |",
-        "|---:|---:|---:|---:|",
-    ]
-    for vectors in sorted({r.vectors for r in rows}):
-        b = bytes_per_page(vectors)
-        lines.append(f"| {vectors} | {b['float32']:,} | {b['float16']:,} | {b['binary']:,} |")
-    if disk:
-        lines += ["", "Qdrant Edge shard on disk (float32 multivectors, WAL included):", ""]
-        lines += [f"- {k}: {v:,.0f} bytes/page" for k, v in disk.items()]
-    return "\n".join(lines) + "\n"
-
-
-def plot(rows: list[Row], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for backend in dict.fromkeys(r.backend for r in rows):
-        mine = sorted((r for r in rows if r.backend == backend), key=lambda r: r.pages)
-        xs = [r.pages for r in mine]
-        ax.plot(xs, [r.two_stage_p50_ms for r in mine], "o-", label=f"{backend} two-stage p50")
-        exact = [(r.pages, r.exact_p50_ms) for r in mine if r.exact_p50_ms is not None]
-        if exact:
-            ax.plot(*zip(*exact, strict=True), "s--", label=f"{backend} exact MaxSim p50")
-        for r in mine:
-            ax.annotate(f"{r.vectors} v/p", (r.pages, r.two_stage_p50_ms), fontsize=7)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("pages")
-    ax.set_ylabel("latency per query (ms)")
-    ax.set_title("Page store: two-stage vs exact MaxSim (synthetic 128-d multivectors)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+def memory() -> dict[str, int]:
+    """This process's resident memory (bytes): total, anonymous, file-backed (mmap'd segments)."""
+    fields = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "RssAnon", "RssFile"):
+            fields[key] = int(value.split()[0]) * 1024
+    return fields
 
 
 def folder_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
+@dataclass
+class Row:
+    layout: str
+    pages: int
+    vectors: int
+    p50_ms: float
+    p95_ms: float
+    recall_at_10: float
+    disk_bytes_per_page: float
+    rss_bytes: int
+    default: bool
+    rss_anon_bytes: int = 0
+    rss_file_bytes: int = 0
+    build_s: float = 0.0
+    upsert_pages_per_s: float = 0.0
+    index_s: float = 0.0
+    cpu_p50_ms: float = (
+        0.0  # CPU time of the process per search (all its threads): load-independent
+    )
+    prefetch: int = 0
+    queries: int = 0
+
+    def json_row(self) -> dict[str, object]:
+        keys = ("layout", "pages", "vectors", "p50_ms", "p95_ms", "recall_at_10")
+        keys += ("disk_bytes_per_page", "rss_bytes", "default")
+        return {k: getattr(self, k) for k in keys}
+
+
+def search_rows(
+    store: EdgePageStore,
+    name: str,
+    corpus: Corpus,
+    queries: list[np.ndarray],
+    truth: np.ndarray,
+    prefetches: list[int],
+) -> list[Row]:
+    """One row per first-stage depth, over the same store."""
+    rows = []
+    for prefetch in prefetches:
+        for query in queries[:3]:  # warm-up
+            store.search(query_embedding(query), limit=TOP_K, prefetch_limit=prefetch)
+        latencies, cpu, found = [], [], []
+        for query in queries:
+            started, cpu_started = time.perf_counter(), time.process_time()
+            hits = store.search(query_embedding(query), limit=TOP_K, prefetch_limit=prefetch)
+            latencies.append((time.perf_counter() - started) * 1000)
+            cpu.append((time.process_time() - cpu_started) * 1000)
+            found.append(
+                [int(h.record.doc_id[3:8]) * PAGES_PER_DOC + h.record.page - 1 for h in hits]
+            )
+        resident = memory()
+        recall = [len(set(f) & set(t)) / TOP_K for f, t in zip(found, truth, strict=True)]
+        rows.append(
+            Row(
+                layout=name if len(prefetches) == 1 else f"{name}@{prefetch}",
+                pages=corpus.n_pages,
+                vectors=corpus.vectors,
+                p50_ms=float(np.percentile(latencies, 50)),
+                p95_ms=float(np.percentile(latencies, 95)),
+                recall_at_10=float(np.mean(recall)),
+                disk_bytes_per_page=0.0,
+                rss_bytes=resident["VmRSS"],
+                default=LAYOUTS[name] == PAGE_IMAGE_LAYOUT,
+                rss_anon_bytes=resident["RssAnon"],
+                rss_file_bytes=resident["RssFile"],
+                cpu_p50_ms=float(np.percentile(cpu, 50)),
+                prefetch=prefetch,
+                queries=len(queries),
+            )
+        )
+    return rows
+
+
+def measure(
+    name: str,
+    corpus: Corpus,
+    queries: list[np.ndarray],
+    truth: np.ndarray,
+    workdir: Path,
+    prefetches: list[int],
+) -> list[Row]:
+    path = workdir / name
+    store = EdgePageStore(path, layout=LAYOUTS[name], **STORE)  # type: ignore[arg-type]
+    try:
+        writing, indexing = fill(store, corpus)
+    finally:
+        store.close()
+    gc.collect()
+    disk = folder_bytes(path) / corpus.n_pages
+    store = EdgePageStore(path, **STORE)  # type: ignore[arg-type]  # reopened: what a reader sees
+    try:
+        rows = search_rows(store, name, corpus, queries, truth, prefetches)
+    finally:
+        store.close()
+    for row in rows:
+        row.disk_bytes_per_page = disk
+        row.build_s = writing + indexing
+        row.upsert_pages_per_s = corpus.n_pages / writing
+        row.index_s = indexing
+    shutil.rmtree(path, ignore_errors=True)
+    return rows
+
+
+def markdown(rows: list[Row]) -> str:
+    lines = [
+        "| layout@prefetch | pages | vectors | build s (upsert pages/s, index s) | p50 / p95 ms "
+        "| CPU ms p50 | recall@10 | disk B/page | RSS MB (anon + file) | default |",
+        "|---|---:|---:|---|---|---:|---:|---:|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.layout} | {r.pages:,} | {r.vectors} | {r.build_s:,.0f} ({r.upsert_pages_per_s:,.0f}, "
+            f"{r.index_s:,.0f}) | {r.p50_ms:.1f} / {r.p95_ms:.1f} | {r.cpu_p50_ms:.1f} "
+            f"| {r.recall_at_10:.3f} "
+            f"| {r.disk_bytes_per_page:,.0f} | {r.rss_bytes / 2**20:,.0f} ({r.rss_anon_bytes / 2**20:,.0f} "
+            f"+ {r.rss_file_bytes / 2**20:,.0f}) | {'yes' if r.default else ''} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def colqwen_tiny(pages: int, workdir: Path) -> str:
+    """The tiny random ColQwen2.5 through render -> encode -> every layout -> search."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from colqwen_tiny import tiny_model, tiny_processor
+    from PIL import Image
+
+    from llama_index_docmemo.encoders.colqwen import ColQwenEncoder
+    from llama_index_docmemo.types import PageInput, PageRef
+
+    processor = tiny_processor()
+    encoder = ColQwenEncoder.from_model(tiny_model(processor), processor, name="colqwen2.5:tiny")
+    rng = np.random.default_rng(0)
+    images = [
+        Image.fromarray(rng.integers(0, 255, (140, 100, 3), dtype=np.uint8)) for _ in range(pages)
+    ]
+    inputs = [
+        PageInput(PageRef("tiny.pdf", i + 1), "", lambda im=im: im) for i, im in enumerate(images)
+    ]
+    embeddings = encoder.encode_pages(inputs)
+    query = encoder.encode_queries(["what is on page one"])[0]
+    lines = [
+        f"tiny ColQwen2.5: {pages} pages, {len(embeddings[0].multivector)} vectors of {encoder.dim}, grid {embeddings[0].grid}"
+    ]
+    schema = DocumentSchema(doc_id="tiny.pdf", doc_version="v1", n_pages=pages)
+    records = [PageRecord("tiny.pdf", "v1", i + 1, pages, "", "") for i in range(pages)]
+    for name, layout in LAYOUTS.items():
+        store = EdgePageStore(
+            workdir / f"tiny-{name}", encoder_name=encoder.name, dim=encoder.dim, layout=layout
+        )
+        with store, store.bulk_load():
+            store.upsert_document(schema, records, embeddings)
+        with EdgePageStore(
+            workdir / f"tiny-{name}", encoder_name=encoder.name, dim=encoder.dim
+        ) as store:
+            hits = store.search(query, limit=3)
+        lines.append(f"  {name}: top-3 pages {[h.record.page for h in hits]}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=sorted(DEFAULT_VECTORS))
-    parser.add_argument("--vectors", type=int, help="vectors per page at every size")
+    parser.add_argument("--pages", type=int, default=10_000)
+    parser.add_argument("--vectors", type=int, default=768)
     parser.add_argument("--queries", type=int, default=50)
-    parser.add_argument("--exact-queries", type=int, default=5, help="exact MaxSim timed on these")
-    parser.add_argument("--prefetch", type=int, default=200, help="the store's default depth")
-    parser.add_argument("--sweep", type=int, nargs="*", default=[25, 50, 100, 400])
-    parser.add_argument("--url", help="a Qdrant server: also measure QdrantClientPageStore there")
     parser.add_argument(
-        "--local-max", type=int, default=1_000, help="largest size for client local mode"
+        "--prefetch", type=int, nargs="+", default=[200], help="first-stage candidates (each a row)"
     )
-    parser.add_argument("--local-queries", type=int, default=5, help="queries in local mode")
-    parser.add_argument("--out", type=Path, default=Path("reports/store_scale"))
+    parser.add_argument("--truth", type=Path, help="cache file for the exact top-10 (.npy)")
+    parser.add_argument(
+        "--layouts",
+        nargs="+",
+        default=[n for n in LAYOUTS if n != "rows_cols-pool3"],
+        choices=sorted(LAYOUTS),
+    )
+    parser.add_argument("--json", type=Path, help="write the rows here")
+    parser.add_argument("--out", type=Path, help="folder for the Markdown table and full rows")
+    parser.add_argument(
+        "--workdir", type=Path, help="where the stores are built (default: a temp dir)"
+    )
+    parser.add_argument(
+        "--colqwen-tiny", action="store_true", help="run the tiny ColQwen through every layout"
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
-
-    rows: list[Row] = []
-    disk: dict[str, float] = {}
-    for size in args.sizes:
-        vectors = args.vectors or DEFAULT_VECTORS.get(size, 64)
-        corpus = Corpus(size, vectors, seed=args.seed)
+    workdir = Path(tempfile.mkdtemp(prefix="store_scale_", dir=args.workdir))
+    try:
+        if args.colqwen_tiny:
+            print(colqwen_tiny(min(args.pages, 64), workdir))
+            return
+        corpus = Corpus(args.pages, args.vectors, seed=args.seed)
         queries, _ = corpus.queries(args.queries)
-        start = time.perf_counter()
-        truth = np.argsort(-exact_scores(corpus, queries), axis=1)[:, :TOP_K]
+        started = time.perf_counter()
+        if args.truth is not None and args.truth.is_file():
+            truth = np.load(args.truth)
+        else:
+            truth = exact_top(corpus, queries)
+            if args.truth is not None:
+                np.save(args.truth, truth)
         print(
-            f"{size} pages x {vectors}: numpy exact MaxSim {time.perf_counter() - start:.1f}s",
+            f"{args.pages:,} pages x {args.vectors} (grid {corpus.grid}): exact MaxSim in numpy {time.perf_counter() - started:.0f} s",
             flush=True,
         )
-        backends: list[tuple[str, Callable[[], PageStore]]] = []
-        workdir = Path(tempfile.mkdtemp(prefix="store_scale_"))
-        backends.append(("edge", lambda w=workdir: EdgePageStore(w / "edge", **STORE)))
-        if size <= args.local_max:
-            backends.append(
-                ("client-local", lambda: QdrantClientPageStore(location=":memory:", **STORE))
-            )
-        if args.url:
-            collection = f"docmemo_scale_{size}"
-            backends.append(
-                (
-                    "server",
-                    lambda c=collection: QdrantClientPageStore(
-                        url=args.url, collection=c, timeout=120, **STORE
-                    ),
-                )
-            )
-        for name, opener in backends:
-            local = name == "client-local"
-            n_queries = args.local_queries if local else len(queries)
-            row = measure(
-                name,
-                opener,
-                corpus,
-                queries[:n_queries],
-                truth[:n_queries],
-                prefetch=args.prefetch,
-                sweep=() if local else tuple(args.sweep),
-                exact_queries=min(args.exact_queries, n_queries),
-            )
-            print(json.dumps(asdict(row)), flush=True)
-            rows.append(row)
-            if name == "edge":
-                disk[f"{size:,} pages x {vectors}"] = folder_bytes(workdir / "edge") / size
+        rows: list[Row] = []
+        for name in args.layouts:
+            print(f"  layout {name}: building", flush=True)
+            for row in measure(name, corpus, queries, truth, workdir, args.prefetch):
+                rows.append(row)
+                print(json.dumps(asdict(row)), flush=True)
+        table = markdown(rows)
+        print(table)
+        if args.json:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(json.dumps([r.json_row() for r in rows], indent=2))
+        if args.out:
+            args.out.mkdir(parents=True, exist_ok=True)
+            stem = f"store_scale_{args.pages}"
+            (args.out / f"{stem}.md").write_text(table)
+            (args.out / f"{stem}.json").write_text(json.dumps([asdict(r) for r in rows], indent=2))
+    finally:
         shutil.rmtree(workdir, ignore_errors=True)
-
-    (args.out / "store_scale.json").write_text(json.dumps([asdict(r) for r in rows], indent=2))
-    (args.out / "store_scale.md").write_text(markdown(rows, disk))
-    plot(rows, args.out / "store_scale.png")
-    print(markdown(rows, disk))
-    print(f"wrote {args.out}/store_scale.md, .json, .png")
 
 
 if __name__ == "__main__":

@@ -1,15 +1,22 @@
-"""Upsert time and query latency of the page store backends on synthetic pages.
+"""Upsert time and query latency of the page store backends, on synthetic pages or dev PDFs.
 
 Usage: python benchmarks/store_smoke.py [--pages 2000] [--vectors 32] [--dim 64] [--sparse]
        [--backends edge client] [--queries 50]
+       python benchmarks/store_smoke.py --pdfs DIR [--limit 10]
 
-Random unit vectors (seeded), one document per 100 pages; queries are two-stage (pooled
-prefetch of 200, MaxSim rerank), fused with the lexical branch when --sparse is given.
+Synthetic: random unit vectors (seeded), one document per 100 pages; queries are two-stage
+(pooled prefetch of 200, MaxSim rerank), fused with the lexical branch when --sparse is given.
+
+``--pdfs``: the first ``--limit`` PDFs of DIR are parsed and encoded once (default encoder, no
+OCR), then written into a fresh Qdrant Edge store twice, page by page as ``upsert_document``
+writes them, without and inside ``bulk_load()``: store seconds writing and indexing, and the
+search p50 afterwards (the documents' first lines as queries).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import tempfile
 import time
@@ -89,8 +96,58 @@ def measure(name: str, args: argparse.Namespace, docs: list[tuple]) -> dict[str,
     }
 
 
+def bulk_load_on_pdfs(folder: Path, limit: int) -> None:
+    """Store writes of real documents without and inside ``bulk_load()`` (encoding done once)."""
+    from llama_index_docmemo.encoders import default_encoder
+    from llama_index_docmemo.indexing import page_records
+    from llama_index_docmemo.ingest.pdf import read_pdf
+    from llama_index_docmemo.ingest.structure import build_schema
+    from llama_index_docmemo.types import PageInput
+
+    encoder = default_encoder()
+    documents = []
+    for pdf in sorted(folder.glob("*.pdf"))[:limit]:
+        parsed = read_pdf(pdf.resolve(), doc_id=pdf.name, ocr=None)
+        schema = build_schema(parsed)
+        records = page_records(parsed, schema)
+        embeddings = encoder.encode_pages([PageInput(r.ref, r.text) for r in records])
+        documents.append((schema, records, embeddings))
+    pages = sum(len(r) for _, r, _ in documents)
+    queries = [
+        encoder.encode_query(" ".join(records[0].text.split()[:12]) or "report")
+        for _, records, _ in documents
+    ]
+    print(f"{len(documents)} PDFs, {pages} pages of {folder} (encoder {encoder.name})")
+    print("| writes | store write s | index s | pages/s | search p50 ms |")
+    print("|---|---:|---:|---:|---:|")
+    for bulk in (False, True):
+        with tempfile.TemporaryDirectory() as tmp:
+            store = EdgePageStore(
+                Path(tmp) / "s", encoder_name=encoder.name, dim=encoder.dim, sparse=encoder.sparse
+            )
+            started = time.perf_counter()
+            with store.bulk_load() if bulk else contextlib.nullcontext():
+                for document in documents:
+                    store.upsert_document(*document)
+                written = time.perf_counter()
+            indexed = time.perf_counter()
+            times = []
+            for query in queries * 5:
+                begin = time.perf_counter()
+                store.search(query, limit=10)
+                times.append((time.perf_counter() - begin) * 1000)
+            store.close()
+        label = "inside bulk_load()" if bulk else "one by one"
+        print(
+            f"| {label} | {written - started:.2f} | {indexed - written:.2f} "
+            f"| {pages / (indexed - started):,.0f} | {statistics.median(times):.1f} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pdfs", type=Path, help="measure bulk_load() on these PDFs instead")
+    parser.add_argument("--limit", type=int, default=10, help="PDFs used with --pdfs")
     parser.add_argument("--pages", type=int, default=2000)
     parser.add_argument("--vectors", type=int, default=32)
     parser.add_argument("--dim", type=int, default=64)
@@ -98,6 +155,9 @@ def main() -> None:
     parser.add_argument("--sparse", action="store_true")
     parser.add_argument("--backends", nargs="+", default=["edge", "client"])
     args = parser.parse_args()
+    if args.pdfs is not None:
+        bulk_load_on_pdfs(args.pdfs, args.limit)
+        return
     docs = documents(args)
     print(
         f"{args.pages} pages x {args.vectors} vectors x dim {args.dim}, sparse={args.sparse}, "

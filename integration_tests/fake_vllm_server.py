@@ -81,6 +81,25 @@ def _refusal(body: dict[str, Any], flavour: str) -> str | None:
     return None
 
 
+LLAMA_CPP_LIST_CONTENT = 'can only concatenate str (not "list") to str'
+"""What llama-cpp-python 0.3.36's server answers (HTTP 500) to list content with a text
+model's chat template (reported in issue 17, from the real server)."""
+
+
+def _content_refusal(body: dict[str, Any], text_model: str | None, model: str) -> str | None:
+    """The error a server with a text-only model sends for list or image content."""
+    if text_model is None:
+        return None
+    parts = [m.get("content") for m in body.get("messages") or []]
+    lists = [p for p in parts if isinstance(p, list)]
+    if text_model == "llama_cpp" and lists:
+        return LLAMA_CPP_LIST_CONTENT
+    has_image = any(part.get("type") == "image_url" for p in lists for part in p)
+    if text_model == "vllm" and has_image:
+        return f"{model} is not a multimodal model None"
+    return None
+
+
 def _schema_of(body: dict[str, Any]) -> dict[str, Any] | None:
     fmt = body.get("response_format") or {}
     if fmt.get("type") == "json_schema":
@@ -239,9 +258,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         request = _inspect(body, self.fake)
         refusal = _refusal(body, self.fake.flavour)
+        server = self.fake.flavour
+        if refusal is None:  # the form is read first, the content after (as llama.cpp does)
+            refusal = _content_refusal(body, self.fake.text_model, self.fake.model)
+            server = self.fake.text_model or server
         if refusal is not None:
             self.fake.refusals.append(refusal)
-            status = 500 if self.fake.flavour == "llama_cpp" else 400
+            status = 500 if server == "llama_cpp" else 400
             self._send(status, _error(refusal, status))
             return
         overflow = self.fake.overflow(request)
@@ -278,6 +301,8 @@ class FakeVLLM:
             are refused (see the module docstring).
         context_window: refuse prompts over this many tokens (None: no limit).
         chars_per_token: how this server's "tokenizer" counts.
+        text_model: serve a text-only model as "llama_cpp" (HTTP 500 for any list content, as
+            llama-cpp-python's chat template fails) or "vllm" (HTTP 400 for images) would.
     """
 
     def __init__(
@@ -292,6 +317,7 @@ class FakeVLLM:
         flavour: str = "vllm",
         context_window: int | None = None,
         chars_per_token: float = 2.0,
+        text_model: str | None = None,
     ) -> None:
         self.script = list(script or [])
         self.default = default
@@ -302,6 +328,7 @@ class FakeVLLM:
         self.flavour = flavour
         self.context_window = context_window
         self.chars_per_token = chars_per_token
+        self.text_model = text_model
         self.refusals: list[str] = []
         self.model_card: dict[str, Any] = {}
         self.trickles_cut = 0

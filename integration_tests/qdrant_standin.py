@@ -4,6 +4,10 @@ Each request is parsed with qdrant-client's own models and answered from qdrant-
 mode, so a store talking to it sends exactly the HTTP requests it would send a real server. Every
 request is recorded (``requests``) and failures can be injected (``fail_next``). Being real HTTP,
 it serves other processes too (Ray workers, subprocesses).
+
+Cluster features local mode lacks are kept here: the collection's creation settings, its custom
+shard keys (``shard_keys``; a write to a custom-sharded collection without a known key is refused,
+as a server refuses it) and optimizer updates (``optimizer_updates``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,40 @@ class FakeQdrant:
         self.lock = threading.Lock()
         self.requests: list[tuple[str, str, dict[str, Any]]] = []
         self.fail_next: list[int] = []  # statuses to answer before serving normally
+        self.created: dict[str, dict[str, Any]] = {}  # collection -> its creation body
+        self.shard_keys: dict[str, list[Any]] = {}  # collection -> custom shard keys
+        self.optimizer_updates: list[dict[str, Any]] = []
+
+    def _shard_key(self, name: str, key: Any, *, write: bool) -> None:
+        """Refuse what a server refuses: an unknown shard key, or a write without one."""
+        if name not in self.shard_keys:
+            if key is not None:
+                raise ValueError(f"collection {name} has no custom sharding (shard key {key!r})")
+            return
+        keys = key if isinstance(key, list) else [key]
+        if key is None and write:
+            raise ValueError(f"a write to custom-sharded {name} needs a shard key")
+        if key is not None and any(k not in self.shard_keys[name] for k in keys):
+            raise ValueError(f"unknown shard key {key!r} in {name}")
+
+    def _apply(self, name: str, operation: Any) -> None:
+        """One operation of a ``/points/batch`` request, on local mode."""
+        local, inner = self.local, operation
+        if isinstance(inner, models.UpsertOperation):
+            self._shard_key(name, inner.upsert.shard_key, write=True)
+            local.upsert(name, points=inner.upsert.points)
+        elif isinstance(inner, models.DeleteOperation):
+            self._shard_key(name, getattr(inner.delete, "shard_key", None), write=False)
+            local.delete(name, points_selector=models.FilterSelector(filter=inner.delete.filter))
+        elif isinstance(inner, models.DeletePayloadOperation):
+            self._shard_key(name, inner.delete_payload.shard_key, write=False)
+            local.delete_payload(
+                name,
+                keys=inner.delete_payload.keys,
+                points=models.FilterSelector(filter=inner.delete_payload.filter),
+            )
+        else:
+            raise ValueError(f"unexpected batch operation {type(inner).__name__}")
 
     def handle(self, method: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
         self.requests.append((method, path, body))
@@ -48,6 +86,7 @@ class FakeQdrant:
 
     def dispatch(self, method: str, name: str, rest: str, body: dict[str, Any]) -> Any:
         local = self.local
+        done = {"operation_id": 0, "status": "completed"}
         if (method, rest) == ("GET", "/exists"):
             return {"exists": local.collection_exists(name)}
         if (method, rest) == ("PUT", ""):
@@ -57,23 +96,62 @@ class FakeQdrant:
                 vectors_config=create.vectors,
                 sparse_vectors_config=create.sparse_vectors,
             )
+            self.created[name] = body
+            if create.sharding_method == models.ShardingMethod.CUSTOM:
+                self.shard_keys[name] = []
             return True
+        if (method, rest) == ("GET", ""):
+            info = local.get_collection(name).model_dump(mode="json")
+            info["config"]["params"]["sharding_method"] = self.created[name].get("sharding_method")
+            return info
+        if (method, rest) == ("PATCH", ""):
+            update = models.UpdateCollection(**body)
+            if update.optimizers_config is not None:
+                self.optimizer_updates.append(update.optimizers_config.model_dump(exclude_none=True))
+            return True
+        if (method, rest) == ("PUT", "/shards"):
+            create_key = models.CreateShardingKey(**body)
+            if name not in self.shard_keys:
+                raise ValueError(f"collection {name} has no custom sharding")
+            if create_key.shard_key in self.shard_keys[name]:
+                raise ValueError(f"shard key {create_key.shard_key!r} exists")
+            self.shard_keys[name].append(create_key.shard_key)
+            return True
+        if (method, rest) == ("GET", "/shards"):
+            return {"shard_keys": [{"key": k} for k in self.shard_keys.get(name, [])]}
         if (method, rest) == ("PUT", "/index"):
             index = models.CreateFieldIndex(**body)
             local.create_payload_index(name, index.field_name, field_schema=index.field_schema)
-            return {"operation_id": 0, "status": "completed"}
+            return done
         if (method, rest) == ("PUT", "/points"):
-            local.upsert(name, points=models.PointsList(**body).points)
-            return {"operation_id": 0, "status": "completed"}
+            points = models.PointsList(**body)
+            self._shard_key(name, points.shard_key, write=True)
+            local.upsert(name, points=points.points)
+            return done
+        if (method, rest) == ("POST", "/points/batch"):
+            batch = models.UpdateOperations(**body)
+            for operation in batch.operations:
+                self._apply(name, operation)
+            return [done for _ in batch.operations]
         if (method, rest) == ("POST", "/points/delete"):
-            local.delete(name, points_selector=models.FilterSelector(**body))
-            return {"operation_id": 0, "status": "completed"}
+            selector = models.FilterSelector(**body)
+            self._shard_key(name, selector.shard_key, write=False)
+            local.delete(name, points_selector=models.FilterSelector(filter=selector.filter))
+            return done
+        if (method, rest) == ("POST", "/points/payload"):
+            update = models.SetPayload(**body)
+            self._shard_key(name, update.shard_key, write=False)
+            selector = models.FilterSelector(filter=update.filter)
+            local.set_payload(name, payload=update.payload, points=selector)
+            return done
         if (method, rest) == ("POST", "/points"):
             request = models.PointRequest(**body)
+            self._shard_key(name, request.shard_key, write=False)
             records = local.retrieve(name, ids=request.ids, with_payload=request.with_payload)
             return [r.model_dump(mode="json") for r in records]
         if (method, rest) == ("POST", "/points/scroll"):
             request = models.ScrollRequest(**body)
+            self._shard_key(name, request.shard_key, write=False)
             records, offset = local.scroll(
                 name,
                 scroll_filter=request.filter,
@@ -87,22 +165,34 @@ class FakeQdrant:
             }
         if (method, rest) == ("POST", "/points/count"):
             request = models.CountRequest(**body)
+            self._shard_key(name, request.shard_key, write=False)
             return {"count": local.count(name, count_filter=request.filter).count}
         if (method, rest) == ("POST", "/points/query"):
-            request = models.QueryRequest(**body)
-            response = local.query_points(
-                name,
-                query=request.query,
-                using=request.using,
-                prefetch=request.prefetch,
-                query_filter=request.filter,
-                search_params=request.params,
-                limit=request.limit or 10,
-                with_payload=request.with_payload,
-            )
-            return {"points": [p.model_dump(mode="json") for p in response.points]}
+            return self._query(name, models.QueryRequest(**body))
+        if (method, rest) == ("POST", "/points/query/batch"):
+            batch = models.QueryRequestBatch(**body)
+            return [self._query(name, request) for request in batch.searches]
         raise ValueError(f"unexpected {method} {rest}")
 
+    def _query(self, name: str, request: models.QueryRequest) -> dict[str, Any]:
+        self._shard_key(name, request.shard_key, write=False)
+        response = self.local.query_points(
+            name,
+            query=request.query,
+            using=request.using,
+            prefetch=request.prefetch,
+            query_filter=request.filter,
+            search_params=request.params,
+            limit=request.limit or 10,
+            with_payload=request.with_payload,
+        )
+        return {"points": [p.model_dump(mode="json") for p in response.points]}
+
+    def count(self, method: str, route: str) -> int:
+        """How many requests of ``method`` to a path ending in ``route`` were received."""
+        return sum(
+            1 for m, path, _ in self.requests if m == method and path.split("?")[0].endswith(route)
+        )
 
 
 @contextmanager
@@ -122,7 +212,7 @@ def serve_standin() -> Iterator[tuple[FakeQdrant, str]]:
             self.end_headers()
             self.wfile.write(data)
 
-        do_GET = do_PUT = do_POST = _serve
+        do_GET = do_PUT = do_POST = do_PATCH = _serve
 
         def log_message(self, *args: object) -> None:
             pass

@@ -74,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     encoder = HashEncoder()
     with EdgePageStore(args.store, encoder_name=encoder.name, dim=DIM, sparse=True) as store:
-        store.write_batch = args.write_batch  # several batches per document: a partial write exists
+        store.max_batch_points = args.write_batch  # several batches per document: a partial write exists
         report = DocumentIndexer(store, encoder, ocr=False).index_paths(
             args.paths, tenant=args.tenant
         )

@@ -29,7 +29,7 @@ class CropReader(Reasoner):
     def reason(self, inp: ReasoningInput) -> Feedback:
         self.inputs.append(inp)
         with_crops = list(dict.fromkeys(c.page for c in inp.crops))
-        return Feedback(useful_pages=with_crops, status="need_more", llm_calls=1)
+        return Feedback(useful_pages=with_crops, status="need_more")
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +60,9 @@ def test_crops_reach_the_reasoner_within_the_query_cap(engine_parts, max_tables:
     crops = [c for inp in reader.inputs for c in inp.crops]
     assert crops, "no crop reached the reasoner"
     assert sum(c.kind == "table" for c in crops) <= max_tables
-    image = crops[0].load_image()
-    assert isinstance(image, Image.Image) and max(image.size) <= 1500
+    path = crops[0].load_image()  # the crop's PNG in the cache, read when a request is sent
+    with Image.open(path) as image:
+        assert image.format == "PNG" and max(image.size) <= 1500
     assert sum(r.crops for r in result.trace.rounds[-1:]) == len(crops)
     crop_sources = [n for n in result.source_nodes if n.node.metadata.get("kind") != "page"]
     assert crop_sources and all(Path(n.node.metadata["image_path"]).is_file() for n in crop_sources)

@@ -22,29 +22,21 @@ pytestmark = pytest.mark.slow
 
 def test_compare_speaks_to_llama_cpp_and_counts_its_usage(server: str, tmp_path: Path) -> None:  # noqa: F811
     docs = tmp_path / "docs"
-    make_pdf(docs / "alpha.pdf", "alpha.pdf", 6)
-    make_pdf(docs / "surveys" / "beta.pdf", "beta.pdf", 4)
-    questions = [
-        Question("rev", "What was the revenue of Alpha in 2023?", "41.5 million"),
-        Question("survey", "How many adults did the Beta survey interview by cellphone?"),
-    ]
+    make_pdf(docs / "alpha.pdf", "alpha.pdf", 4)
+    make_pdf(docs / "surveys" / "beta.pdf", "beta.pdf", 3)
+    question = Question("survey", "How many adults did the Beta survey interview by cellphone?")
     llm = client(server, context_window=N_CTX)
     report = compare(
-        docs, questions, tmp_path / "out", llm=llm, judge_llm=llm, pages=3, progress=False
+        docs, [question], tmp_path / "out", llm=llm, judge_llm=llm, pages=2, progress=False
     )
     rows = [json.loads(x) for x in (tmp_path / "out" / "results.jsonl").read_text().splitlines()]
-    assert [(r["qid"], r["engine"]) for r in rows] == [
-        ("rev", "docmemo"),
-        ("rev", "stock"),
-        ("survey", "docmemo"),
-        ("survey", "stock"),
-    ]
+    assert [r["engine"] for r in rows] == ["docmemo", "stock"]
     for row in rows:
         assert row["error"] is None, row["error"]
-        assert row["llm_calls"] >= 1 and row["requests_without_usage"] == 0
-        assert row["prompt_tokens"] > 0 and row["completion_tokens"] > 0 and row["images"] == 0
-    assert rows[0]["correctness"]["method"] == "number rule"
-    pairwise = rows[2]["pairwise"]["stock"]
+        assert row["llm_calls"] >= 1 and row["requests_without_usage"] == 0  # usage from the server
+        assert row["prompt_tokens"] > 0 and row["images"] == 0
+    pairwise = rows[0]["pairwise"]["stock"]  # the judge's evaluator prompts, asked in both orders
     assert pairwise["judge"] == ALIAS and pairwise["result"] in ("win", "tie", "loss")
+    assert pairwise["first"] in ("a", "b", "tie", "invalid")
     assert report["totals"]["versus"]["stock"]["pairwise"]["judged_by"] == [ALIAS]
     assert (tmp_path / "out" / "report.html").is_file()

@@ -26,12 +26,15 @@ from pathlib import Path
 import pytest
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.base.response.schema import StreamingResponse
+from llama_index.core.prompts import ChatPromptTemplate
 from llama_index.core.schema import NodeWithScore
+from pydantic import BaseModel
 
 from llama_index_docmemo.cli import main
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.demo.document import DEMO_QUESTIONS, write_demo_pdf
 from llama_index_docmemo.errors import LLMError
+from llama_index_docmemo.events import counting_llm_calls
 from llama_index_docmemo.ingest.summaries import VLMPageSummarizer
 from llama_index_docmemo.llms import OpenAICompatible
 from llama_index_docmemo.llms.servers import SERVERS
@@ -39,7 +42,7 @@ from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.nodes import node_ref, page_node
 from llama_index_docmemo.postprocessors.rerank import LLMReranker, RoundQueryBundle
 from llama_index_docmemo.reasoning.base import PageView, ReasoningInput
-from llama_index_docmemo.reasoning.replies import FEEDBACK_SCHEMA
+from llama_index_docmemo.reasoning.replies import FeedbackReply
 from llama_index_docmemo.reasoning.vlm import VLMReasoner
 from llama_index_docmemo.types import PageInput, PageRecord, PageRef
 
@@ -129,7 +132,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 tail = log_path.read_text(errors="replace")[-2000:]
                 pytest.fail(f"llama.cpp server did not become ready on {url}:\n{tail}")
             time.sleep(0.5)
-        SERVERS.forget(url)
+        SERVERS.forget()
         yield url
     finally:
         process.terminate()
@@ -178,30 +181,36 @@ def _open(store_path: Path):
 
 
 # -- the server's structured-output behaviour -----------------------------------------------------
+class Pages(BaseModel):
+    """Page numbers."""
+
+    pages: list[int]
+
+
+def _key(url: str) -> str:
+    return f"{url}#{ALIAS}"
+
+
 def test_auto_mode_lands_on_json_object_and_the_schema_constrains_the_reply(server: str) -> None:
     llm = client(server)
-    schema = {
-        "type": "object",
-        "properties": {"pages": {"type": "array", "items": {"type": "integer"}}},
-        "required": ["pages"],
-        "additionalProperties": False,
-    }
-    messages = [
-        ChatMessage(role="system", content="Reply with JSON."),
-        ChatMessage(role="user", content="Which of pages [1], [2], [3] mention revenue?"),
-    ]
-    reply = llm.structured_chat(messages, schema, "rerank")
-    value = json.loads(reply.message.content)
-    assert set(value) == {"pages"} and all(isinstance(p, int) for p in value["pages"])
-    assert SERVERS.get(server).structured_mode == "json_object"
-    assert reply.additional_kwargs["prompt_tokens"] > 0
+    prompt = ChatPromptTemplate(
+        message_templates=[
+            ChatMessage(role="system", content="Reply with JSON."),
+            ChatMessage(role="user", content="Which of pages [1], [2], [3] mention revenue?"),
+        ]
+    )
+    with counting_llm_calls() as tally:
+        reply = llm.structured_predict(Pages, prompt)  # LlamaIndex's own interface
+    assert isinstance(reply, Pages) and all(isinstance(p, int) for p in reply.pages)
+    assert SERVERS.get(_key(server)).structured_mode == "json_object"
+    assert tally.calls == 2 and tally.prompt_tokens > 0  # json_schema refused, then json_object
 
 
 def test_json_schema_alone_is_refused_by_this_server_with_a_clear_error(server: str) -> None:
     llm = client(server, structured_mode="json_schema")
-    messages = [ChatMessage(role="user", content="Say hi in JSON.")]
+    prompt = ChatPromptTemplate(message_templates=[ChatMessage(role="user", content="Say hi.")])
     with pytest.raises(LLMError, match=r"HTTP 500.*'text' or 'json_object'.*not retried"):
-        llm.structured_chat(messages, FEEDBACK_SCHEMA, "feedback")
+        llm.structured_predict(FeedbackReply, prompt)
 
 
 # -- context window ---------------------------------------------------------------------------------
@@ -214,43 +223,55 @@ def _long_pages(n: int, chars: int) -> list[PageView]:
 
 
 def test_long_pages_fit_a_2048_token_window_learned_from_the_server(server: str) -> None:
-    SERVERS.forget(server)
-    llm = client(server)  # believes 32k until the server says otherwise
+    SERVERS.forget()
+    llm = client(server, structured_mode="json_object")  # believes 32k until the server says
     inp = ReasoningInput(
         question="What was revenue in 2023?", query="revenue", pages=_long_pages(4, 6000)
     )
-    feedback = VLMReasoner(llm).reason(inp)
-    facts = SERVERS.get(server)
+    with counting_llm_calls() as first:
+        feedback = VLMReasoner(llm).reason(inp)
+    facts = SERVERS.get(_key(server))
     assert facts.context_window == N_CTX and facts.chars_per_token is not None
-    assert feedback.llm_calls >= 2  # the overflowing request, then the fitted one
+    assert first.calls == 2  # the overflowing request, then the fitted one
     assert set(feedback.useful_pages) <= {p.ref for p in inp.pages}
-    again = VLMReasoner(llm).reason(inp)  # learned: fits at the first try
-    assert again.llm_calls in (1, 2)  # 2 only when the reply needed its repair request
+    with counting_llm_calls() as again:
+        VLMReasoner(llm).reason(inp)  # learned: fits at the first try
+    assert again.calls == 1
 
 
 def test_a_configured_window_fits_at_the_first_request(server: str) -> None:
-    SERVERS.forget(server)
-    llm = client(server, context_window=N_CTX)
+    SERVERS.forget()
+    llm = client(server, context_window=N_CTX, structured_mode="json_object")
     inp = ReasoningInput(question="What was revenue?", query="revenue", pages=_long_pages(3, 8000))
-    feedback = VLMReasoner(llm).reason(inp)
-    assert SERVERS.get(server).chars_per_token is None  # no overflow was ever reported
-    assert feedback.llm_calls in (1, 2)
+    with counting_llm_calls() as tally:
+        VLMReasoner(llm).reason(inp)
+    assert SERVERS.get(_key(server)).chars_per_token is None  # no overflow was ever reported
+    assert tally.calls == 1
 
 
 # -- the whole query ---------------------------------------------------------------------------------
-def test_docmemo_ask_with_llm_url_completes(
-    server: str, indexed: Path, capsys, monkeypatch: pytest.MonkeyPatch
+def test_docmemo_ask_with_llm_url_completes_on_a_text_model_without_being_told(
+    server: str, indexed: Path, capsys, caplog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The command of issue 13's done-when, without ``--llm-images off``: page images go first,
+    the server's chat template refuses list content (HTTP 500), and the reading is asked again
+    as text, remembered for that server."""
+    SERVERS.forget()
     monkeypatch.setenv("DOCMEMO_LLM_TIMEOUT", "600")  # a busy 2-core machine is slow
     monkeypatch.setenv("DOCMEMO_LLM_DEADLINE", "900")
     question = DEMO_QUESTIONS[0].question
     args = ["ask", question, "--store", str(indexed), "--json", "--rounds", "2", "-k", "2"]
-    llm_args = ["--llm-url", server, "--llm-model", ALIAS, "--llm-text-only"]
-    code = main([*args, *llm_args, "--llm-max-tokens", str(MAX_TOKENS)])
+    llm_args = ["--llm-url", server, "--llm-model", ALIAS, "--llm-max-tokens", str(MAX_TOKENS)]
+    with caplog.at_level("WARNING"):
+        code = main([*args, *llm_args])
     out = json.loads(capsys.readouterr().out)
     assert code == 0
     assert 1 <= out["rounds"] <= 2 and out["pages_read"]
     assert out["stop_reason"] in {"answered", "unanswerable", "max_rounds", "budget"}
+    assert out["reader"] == "llm" and out["images"] is False
+    assert caplog.text.count("refused image content") == 1
+    assert "can only concatenate str" in caplog.text
+    assert SERVERS.get(_key(server)).refuses_images
 
 
 def _check_trace(trace: dict, radius: int) -> tuple[int, int]:
@@ -290,7 +311,7 @@ def test_nonsense_replies_move_beliefs_only_for_pages_shown(server: str, indexed
         "need_more",
         "unanswerable",
     }
-    _check_trace(trace, DocMemoConfig().propagation_radius)
+    _check_trace(trace, DocMemoConfig().selection.propagation_radius)
 
 
 async def test_four_concurrent_aqueries_complete(server: str, indexed: Path) -> None:
@@ -304,7 +325,7 @@ async def test_four_concurrent_aqueries_complete(server: str, indexed: Path) -> 
     for question, response in zip(questions, responses, strict=True):
         trace = response.metadata["docmemo"]
         assert trace["question"] == question and len(trace["rounds"]) == 1
-        _check_trace(trace, DocMemoConfig().propagation_radius)
+        _check_trace(trace, DocMemoConfig().selection.propagation_radius)
 
 
 def test_the_final_answer_streams(server: str, indexed: Path) -> None:
@@ -349,7 +370,7 @@ def test_page_summaries_map_to_the_pages_shown(server: str) -> None:
             (6, "Outlook 2024."),
         ]
     ]
-    summarizer = VLMPageSummarizer(client(server), with_images=False, batch_size=3)
+    summarizer = VLMPageSummarizer(client(server), images=False, batch_size=3)
     summaries = summarizer(schema, pages)
     assert set(summaries) <= {4, 5, 6}
     assert all(0 < len(s) <= 401 for s in summaries.values())

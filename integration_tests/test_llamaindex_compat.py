@@ -175,7 +175,7 @@ def test_settings_llm_is_picked_up_and_reads_page_text(indexed) -> None:
     Settings.callback_manager = CallbackManager([debug])
     eng = engine(indexed)
     assert isinstance(eng.reasoner, VLMReasoner) and eng.reasoner.llm is Settings._llm
-    assert eng.reasoner.use_images is False  # a text-only LLM reads page text
+    assert eng.reasoner.image_choice.send is False  # no known vision model: page text
     response = eng.query(QUESTION)
     assert str(response) == "12 percent"
     assert replies and "Extracted text" in replies[0]

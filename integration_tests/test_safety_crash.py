@@ -20,8 +20,8 @@ from safety_worker import DIM, HashEncoder, write_pdf
 
 from llama_index_docmemo.faults import FAULT_ENV, STEPS
 from llama_index_docmemo.indexing import DocumentIndexer
-from llama_index_docmemo.store import EdgePageStore
-from llama_index_docmemo.store import _layout as L
+from llama_index_docmemo.store import EdgePageStore, ids, scopes
+from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.types import PageFilter
 
 WORKER = Path(__file__).with_name("safety_worker.py")
@@ -57,7 +57,7 @@ def assert_one_complete_version(store: EdgePageStore, doc_id: str, n_pages: int)
     assert store.count_pages(scope) == n_pages
     hits = store.search(ENCODER.encode_query("edition tariff page"), limit=50, page_filter=scope)
     assert len(hits) == n_pages and {h.record.doc_version for h in hits} == {version}
-    assert not store._scroll(L.kind_filter(L.KIND_JOURNAL)), "a journal note survived the open"
+    assert not store._run(op.scroll_all(scopes.journal_filter())), "a journal note survived the open"
     return version
 
 
@@ -158,11 +158,11 @@ def test_a_store_folder_without_a_store_record_is_completed_or_explained(tmp_pat
 
     broken = tmp_path / "broken"
     shard = qe.EdgeShard.create(str(broken), _config(DIM, True))
-    shard.update(qe.UpdateOperation.upsert_points([qe.Point(L.STORE_POINT_ID, {}, {"x": 1})]))
-    shard.update(qe.UpdateOperation.delete_points([L.STORE_POINT_ID]))
+    shard.update(qe.UpdateOperation.upsert_points([qe.Point(ids.STORE_POINT_ID, {}, {"x": 1})]))
+    shard.update(qe.UpdateOperation.delete_points([ids.STORE_POINT_ID]))
     shard.update(
         qe.UpdateOperation.upsert_points(
-            [qe.Point(L.journal_point_id("k"), {}, {"kind": "journal"})]
+            [qe.Point(ids.journal_point_id("k"), {}, {"kind": "journal"})]
         )
     )
     shard.flush()

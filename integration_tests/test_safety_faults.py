@@ -25,8 +25,8 @@ from llama_index_docmemo.errors import IngestError, StoreError
 from llama_index_docmemo.faults import FAULT_ENV
 from llama_index_docmemo.indexing import DocumentIndexer, IndexReport
 from llama_index_docmemo.ingest.pdf import file_sha256
-from llama_index_docmemo.store import EdgePageStore
-from llama_index_docmemo.store import _layout as L
+from llama_index_docmemo.store import EdgePageStore, scopes
+from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.types import PageFilter
 
 WORKER = Path(__file__).with_name("safety_worker.py")
@@ -79,7 +79,7 @@ def assert_old_version_intact(store: EdgePageStore, old_version: str) -> None:
     assert store.count_pages() == 4
     hits = store.search(ENCODER.encode_query("walrus tariff"), limit=10, page_filter=ACME)
     assert len(hits) == 4 and {h.record.doc_version for h in hits} == {old_version}
-    assert not store._scroll(L.kind_filter(L.KIND_JOURNAL))
+    assert not store._run(op.scroll_all(scopes.journal_filter()))
 
 
 # ------------------------------------------------------------------ disk full
@@ -140,7 +140,7 @@ def test_injected_write_failures_keep_the_old_version(
     write_pdf(book, NEW)
     write_pdf(book.with_name("more.pdf"), NEW)
     with open_store(store_path) as store:
-        store.write_batch = 2
+        store.max_batch_points = 2
         monkeypatch.setenv(FAULT_ENV, fault)
         report = index(store, book.parent)
         monkeypatch.delenv(FAULT_ENV)
@@ -281,7 +281,7 @@ def test_index_layout_goes_on_past_an_oversized_page(
 
     poster = write_oversized(tmp_path / "docs" / "poster.pdf")
     normal = write_pdf(tmp_path / "docs" / "normal.pdf", ["Revenue table: 4,200 units."])
-    monkeypatch.setenv("DOCMEMO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("DOCMEMO_CACHE_DIR", str(tmp_path / "cache"))
     warnings = _index_layouts([str(poster), str(normal)], "pymupdf")
     out = capsys.readouterr().out
     assert f"layout (pymupdf): {poster}: " in out and f"layout (pymupdf): {normal}: " in out

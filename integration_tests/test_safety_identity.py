@@ -15,9 +15,10 @@ from llama_index_docmemo.cli import main
 from llama_index_docmemo.encoders import default_encoder
 from llama_index_docmemo.indexing import DocumentIndexer
 from llama_index_docmemo.memory.schema import DocumentSchema
-from llama_index_docmemo.store import EdgePageStore, access
-from llama_index_docmemo.store import _layout as L
-from llama_index_docmemo.types import PageFilter, PageRecord, PageRef
+from llama_index_docmemo.store import EdgePageStore, access, ids, payloads, scopes
+from llama_index_docmemo.store import operations as op
+from llama_index_docmemo.store.layouts import MULTI, POOLED
+from llama_index_docmemo.types import FieldMatch, PageFilter, PageRecord, PageRef
 
 
 @pytest.fixture(scope="module")
@@ -165,14 +166,21 @@ def legacy_store(path: Path) -> None:
                 )
                 payload = {
                     k: v
-                    for k, v in L.page_payload(record).items()
-                    if k not in (L.REVISION, access.TENANT_KEY, access.ACCESS, access.DOC_KEY)
+                    for k, v in payloads.page_payload(record).items()
+                    if k
+                    not in (
+                        payloads.REVISION,
+                        payloads.FILE_NAME,
+                        access.TENANT_KEY,
+                        access.ACCESS,
+                        access.DOC_KEY,
+                    )
                 }
                 emb = encoder.encode_query(text)
                 points.append(
-                    L.PointData(
-                        L.legacy_document_point_id(f"{doc_id}#{page}"),
-                        {L.MULTI: emb.multivector.tolist(), L.POOLED: emb.pooled.tolist()},
+                    payloads.PointData(
+                        ids.legacy_document_point_id(f"{doc_id}#{page}"),
+                        {MULTI: emb.multivector, POOLED: emb.pooled},
                         emb.sparse,
                         payload,
                     )
@@ -186,9 +194,10 @@ def legacy_store(path: Path) -> None:
                     "acl": acl,
                     "schema": schema.model_dump_json(),
                 }
-                points.append(L.PointData(L.legacy_document_point_id(doc_id), {}, None, legacy))
-        store._write(points)
-        store._write([L.PointData(L.STORE_POINT_ID, {}, None, store._meta.payload(layout=1))])
+                points.append(payloads.PointData(ids.legacy_document_point_id(doc_id), payload=legacy))
+        store._execute(op.Upsert(points))
+        meta = payloads.PointData(ids.STORE_POINT_ID, payload=store._meta.payload(layout_version=1))
+        store._execute(op.Upsert([meta]))
 
 
 def test_a_0_1_0_store_is_migrated_in_place(tmp_path: Path, caplog) -> None:
@@ -196,8 +205,9 @@ def test_a_0_1_0_store_is_migrated_in_place(tmp_path: Path, caplog) -> None:
     legacy_store(path)
     encoder = HashEncoder()
     with EdgePageStore(path, encoder_name=encoder.name, dim=DIM, sparse=True) as store:
-        assert "migrated 2 documents from the 0.1.0 layout" in caplog.text
-        assert store._retrieve(L.STORE_POINT_ID)["layout"] == L.LAYOUT_VERSION
+        assert "migrated 2 documents from store layout 1" in caplog.text
+        meta = store._execute(op.Retrieve(ids.STORE_POINT_ID))
+        assert meta["layout"] == payloads.LAYOUT_VERSION
         finance = PageFilter(tenant="acme", acl_groups=("finance",))
         assert [s.doc_id for s in store.list_documents(finance)] == ["report.pdf"]
         assert (
@@ -208,9 +218,11 @@ def test_a_0_1_0_store_is_migrated_in_place(tmp_path: Path, caplog) -> None:
         assert store.count_pages() == 3, "the page no record claimed is gone"
         hits = store.search(encoder.encode_query("revenue million"), limit=5, page_filter=finance)
         assert hits[0].ref == PageRef("report.pdf", 1)
-        assert not store._scroll(
-            L.FilterSpec(must=(L.Condition(L.KIND, (L.KIND_DOCUMENT,)),), empty=(access.DOC_KEY,))
+        unclaimed = scopes.everything(
+            FieldMatch(payloads.KIND, "eq", payloads.KIND_DOCUMENT),
+            FieldMatch(access.DOC_KEY, "is_empty"),
         )
+        assert not store._run(op.scroll_all(unclaimed))
         report = DocumentIndexer(store, encoder, ocr=False).index_paths(
             [write_pdf(tmp_path / "memo.pdf", ["Hiring thirty engineers."])]
         )

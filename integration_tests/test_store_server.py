@@ -108,20 +108,33 @@ async def test_server_store_matches_local_mode(fake: tuple[FakeQdrant, str]) -> 
     assert create["vectors"]["multi"]["hnsw_config"]["m"] == 0
     assert create["vectors"]["multi"]["multivector_config"]["comparator"] == "max_sim"
     assert create["sparse_vectors"]["lexical"]["modifier"] == "idf"
-    indexed = {body["field_name"] for method, path, body in backend.requests if "/index" in path}
-    assert indexed == {
+    indexes = {
+        body["field_name"]: body for method, path, body in backend.requests if "/index" in path
+    }
+    assert set(indexes) == {
         "doc_id",
         "doc_version",
         "tenant",
         "acl",
         "kind",
         "page",
+        "file_name",
+        "source",
+        "write_state",
         "tenant_key",
         "access",
         "doc_key",
         "revision",
     }
-    writes = [path for method, path, _ in backend.requests if method == "PUT" and "/points" in path]
+    assert indexes["tenant_key"]["field_schema"] == {"type": "keyword", "is_tenant": True}
+    assert [k for k, b in indexes.items() if isinstance(b["field_schema"], dict)] == ["tenant_key"]
+    writes = [
+        path
+        for method, path, _ in backend.requests
+        if (method, path.split("?")[0].split("/", 3)[-1])
+        in {("PUT", "points"), ("POST", "points/batch")}
+    ]
+    assert any("/points/batch" in p for p in writes)  # each commit is one request
     assert writes and all("ordering=strong" in p and "wait=true" in p for p in writes)
     assert all("timeout=2" in p for p in writes)
     await remote.aclose()
@@ -155,3 +168,119 @@ def test_server_collection_of_another_encoder_is_refused(fake: tuple[FakeQdrant,
     open_remote(url).close()
     with pytest.raises(StoreError, match=rf"'docmemo_pages' at {url}.*'enc'.*'other'"):
         open_remote(url, encoder_name="other")
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+async def test_one_request_per_search(fake: tuple[FakeQdrant, str]) -> None:
+    """Dense and lexical branches in one query_batch_points; the committed-revision condition is
+    inside the filter, so nothing else is asked (no journal scroll, no record look-up)."""
+    backend, url = fake
+    store = open_remote(url)
+    store.upsert_document(*document("a.pdf", "v1", "t1", seed=1))
+    store.upsert_document(*document("a.pdf", "v2", "t1", seed=3))  # a replaced version too
+    scope = PageFilter(tenant="t1")
+    for run in ("sync", "async"):
+        backend.requests.clear()
+        if run == "sync":
+            hits = store.search(QUERY, limit=3, page_filter=scope)
+        else:
+            hits = await store.asearch(QUERY, limit=3, page_filter=scope)
+        assert len(hits) == 3 and {h.record.doc_version for h in hits} == {"v2"}
+        assert [(m, p.split("?")[0]) for m, p, _ in backend.requests] == [
+            ("POST", "/collections/docmemo_pages/points/query/batch")
+        ], run
+        ((_, _, body),) = backend.requests
+        branches = body["searches"]
+        assert [b["using"] for b in branches] == ["multi", "lexical"]
+        must_not = [c for b in branches for c in b["filter"]["must"] if "must_not" in c]
+        assert must_not and all(
+            c["must_not"] == [{"key": "write_state", "match": {"value": "pending"}}]
+            for c in must_not
+        )
+    # the async reads of the query path go through the native async client too
+    backend.requests.clear()
+    assert await store.acount_pages(scope) == 3
+    assert [p.ref for p in await store.aget_pages([PageRef("a.pdf", 2)], scope)] == [
+        PageRef("a.pdf", 2)
+    ]
+    assert [s.doc_id for s in await store.alist_documents(scope)] == ["a.pdf"]
+    assert (await store.aget_schema("a.pdf", tenant="t1")).doc_version == "v2"  # type: ignore[union-attr]
+    assert [p.split("?")[0].rsplit("/", 2)[-2:] for _, p, _ in backend.requests] == [
+        ["points", "count"],
+        ["points", "scroll"],
+        ["points", "scroll"],
+        ["docmemo_pages", "points"],
+    ]
+    await store.aclose()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_cluster_settings_and_tenant_shard_keys(fake: tuple[FakeQdrant, str]) -> None:
+    """shard_number, replication_factor and write_consistency_factor reach the collection; a
+    large tenant's reads and writes name its own shard key, the other tenants share one."""
+    backend, url = fake
+    store = open_remote(
+        url,
+        shard_number=3,
+        replication_factor=2,
+        write_consistency_factor=2,
+        tenant_shard_keys=["bigco"],
+    )
+    create = backend.created["docmemo_pages"]
+    assert (create["shard_number"], create["replication_factor"]) == (3, 2)
+    assert create["write_consistency_factor"] == 2 and create["sharding_method"] == "custom"
+    assert backend.shard_keys["docmemo_pages"] == ["docmemo-shared", "bigco"]
+    shards = [
+        b
+        for m, p, b in backend.requests
+        if (m, p.split("?")[0].endswith("/shards")) == ("PUT", True)
+    ]
+    assert [(b["shard_key"], b["shards_number"], b["replication_factor"]) for b in shards] == [
+        ("docmemo-shared", 3, 2),
+        ("bigco", 3, 2),
+    ]
+    store.upsert_document(*document("a.pdf", "v1", "bigco", seed=1))
+    store.upsert_document(*document("b.pdf", "v1", "small", seed=2))
+    backend.requests.clear()
+    assert {
+        h.ref.doc_id for h in store.search(QUERY, limit=5, page_filter=PageFilter(tenant="bigco"))
+    } == {"a.pdf"}
+    assert store.count_pages(PageFilter(tenant="small")) == 3
+    assert store.document_version("a.pdf", tenant="bigco") == "v1"
+    search, count, retrieve = (body for _, _, body in backend.requests)
+    assert {b["shard_key"] for b in search["searches"]} == {"bigco"}
+    assert count["shard_key"] == "docmemo-shared" and retrieve["shard_key"] == "bigco"
+    backend.requests.clear()
+    store.upsert_document(*document("a.pdf", "v2", "bigco", seed=3))
+    keys = set()
+    for _, path, body in backend.requests:
+        if path.split("?")[0].endswith("/points/batch"):
+            keys |= {next(iter(op.values())).get("shard_key") for op in body["operations"]}
+        elif "shard_key" in body:
+            keys.add(body["shard_key"])
+    assert keys == {"bigco"}  # every read and write of the document names its tenant's key
+    assert store.count_pages() == 6  # the owner's view reads every shard
+    store.close()
+    with pytest.raises(StoreError, match=r"shard keys for tenants \['bigco'\], not \['other'\]"):
+        open_remote(url, tenant_shard_keys=["other"])
+    reopened = open_remote(url)  # None: the stored keys
+    assert reopened.document_version("a.pdf", tenant="bigco") == "v2"
+    reopened.close()
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_bulk_load_defers_hnsw_and_restores_it(fake: tuple[FakeQdrant, str]) -> None:
+    backend, url = fake
+    store = open_remote(url)
+    assert backend.created["docmemo_pages"]["optimizers_config"] == {"indexing_threshold": 20000}
+    with store.bulk_load():
+        with store.bulk_load():  # nested: one deferral, restored once at the outer end
+            store.upsert_document(*document("a.pdf", "v1", "t1", seed=1))
+        assert backend.optimizer_updates == [{"indexing_threshold": 0}]
+        store.upsert_document(*document("b.pdf", "v1", "t1", seed=2))
+        assert store.count_pages(PageFilter(tenant="t1")) == 6  # searchable during the load
+    assert backend.optimizer_updates == [{"indexing_threshold": 0}, {"indexing_threshold": 20000}]
+    with pytest.raises(RuntimeError), store.bulk_load():
+        raise RuntimeError("the indexer failed")
+    assert backend.optimizer_updates[-1] == {"indexing_threshold": 20000}
+    store.close()

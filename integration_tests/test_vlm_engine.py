@@ -100,7 +100,10 @@ def test_three_rounds_with_feedback_moving_the_beliefs(indexed) -> None:
     trace = result.trace
     assert len(trace.rounds) == 3 and trace.stop_reason == "answered"
     assert result.answer == "Retail segment margin was 12 percent." and trace.llm_calls == 3
-    assert trace.reasoner == "vlm"
+    assert trace.reader == "llm" and trace.images  # QwenVL is multimodal: page images
+    assert [r.llm_calls for r in trace.rounds] == [1, 1, 1]
+    assert [r.images for r in trace.rounds] == [3, 3, 3]
+    assert all(r.prompt_tokens > 0 and r.completion_tokens > 0 for r in trace.rounds)
 
     reads = [{s.page for s in r.selected} for r in trace.rounds]
     assert not reads[0] & reads[1] and not reads[1] & reads[2]  # no page read twice

@@ -86,7 +86,7 @@ def test_a_reading_round_sends_page_images_and_schema_and_maps_feedback() -> Non
     assert fb.useful_pages == [PageRef("report.pdf", 20)]
     assert fb.irrelevant_pages == [PageRef("report.pdf", 21)]
     assert fb.notes[0].page == PageRef("report.pdf", 20) and fb.answer == "$5.2M"
-    assert fb.llm_calls == 1
+    assert len(server.requests) == 1
 
 
 def test_images_per_request_respect_the_server_limit() -> None:
@@ -116,7 +116,7 @@ def test_500_then_success_is_retried() -> None:
         [Reply(status=500, error="CUDA hiccup"), Reply(feedback())], model=MODEL
     ) as server:
         fb = VLMReasoner(qwen(server)).reason(round_input(1))
-    assert len(server.requests) == 2 and fb.answer == "$5.2M" and fb.llm_calls == 1
+    assert len(server.requests) == 2 and fb.answer == "$5.2M"  # one call, retried by the client
 
 
 def test_429_waits_as_long_as_retry_after_says() -> None:
@@ -190,21 +190,30 @@ def test_server_down_is_a_clear_error_quickly() -> None:
     assert url in str(err.value) and "could not connect" in str(err.value)
 
 
-def test_malformed_json_gets_one_text_only_repair() -> None:
+def test_malformed_json_in_prompt_mode_gets_one_text_only_repair() -> None:
     script = [Reply("The revenue was $5.2M (page [1])."), Reply(feedback())]
     with FakeVLLM(script, model=MODEL) as server:
-        fb = VLMReasoner(qwen(server)).reason(round_input(2))
-    assert server.problems == [] and fb.answer == "$5.2M" and fb.llm_calls == 2
+        fb = VLMReasoner(qwen(server, structured_mode="prompt")).reason(round_input(2))
+    assert server.problems == [] and fb.answer == "$5.2M" and len(server.requests) == 2
     repair = server.requests[1]
-    assert repair.image_sizes == [] and repair.schema is not None
+    assert repair.image_sizes == [] and "validates against this JSON schema" in repair.text
     assert "The revenue was $5.2M" in repair.text
+
+
+def test_a_malformed_reply_under_a_schema_the_server_enforces_is_not_repaired() -> None:
+    """The server constrained decoding to the schema (json_schema): a reply that still does not
+    validate (cut by max_tokens) is a round without labels, not a second request."""
+    script = [Reply('{"notes": [{"page": 1, "fact": "Rev'), Reply(feedback())]
+    with FakeVLLM(script, model=MODEL) as server:
+        fb = VLMReasoner(qwen(server)).reason(round_input(2))
+    assert len(server.requests) == 1 and fb.status == "need_more" and fb.useful_pages == []
 
 
 def test_malformed_twice_counts_as_no_feedback_and_the_query_goes_on() -> None:
     script = [Reply("{not json"), Reply('{"useful_pages": "every one"}')]
     with FakeVLLM(script, model=MODEL) as server:
-        fb = VLMReasoner(qwen(server)).reason(round_input(2))
-    assert fb.status == "need_more" and fb.llm_calls == 2
+        fb = VLMReasoner(qwen(server, structured_mode="prompt")).reason(round_input(2))
+    assert fb.status == "need_more" and len(server.requests) == 2
     assert fb.useful_pages == [] and fb.irrelevant_pages == [] and fb.answer is None
 
 

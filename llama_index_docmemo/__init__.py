@@ -12,11 +12,16 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
+    "DocMemoIndex": "llama_index_docmemo.index",
     "DocMemoQueryEngine": "llama_index_docmemo.query_engine",
     "DocMemoResult": "llama_index_docmemo.loop",
     "DocMemoLoop": "llama_index_docmemo.loop",
     "DocMemoRetriever": "llama_index_docmemo.retriever",
     "DocMemoConfig": "llama_index_docmemo.config",
+    "LoopSettings": "llama_index_docmemo.config",
+    "SelectionSettings": "llama_index_docmemo.config",
+    "LeverSettings": "llama_index_docmemo.config",
+    "BudgetSettings": "llama_index_docmemo.config",
     "PageBeliefMemory": "llama_index_docmemo.memory.belief",
     "EpisodicMemory": "llama_index_docmemo.memory.episodic",
     "SchemaMemory": "llama_index_docmemo.memory.schema",
@@ -44,6 +49,19 @@ _EXPORTS: dict[str, str] = {
     "PageFilter": "llama_index_docmemo.types",
     "to_page_filter": "llama_index_docmemo.store.filters",
     "QueryTrace": "llama_index_docmemo.trace",
+    "decide_images": "llama_index_docmemo.llms.vision",
+    "deadline_scope": "llama_index_docmemo.llms.deadline",
+    "counting_llm_calls": "llama_index_docmemo.events",
+    "DocMemoRoundStartEvent": "llama_index_docmemo.events",
+    "DocMemoRoundEndEvent": "llama_index_docmemo.events",
+    "DocMemoError": "llama_index_docmemo.errors",
+    "IngestError": "llama_index_docmemo.errors",
+    "LLMError": "llama_index_docmemo.errors",
+    "MissingExtraError": "llama_index_docmemo.errors",
+    "QuestionError": "llama_index_docmemo.errors",
+    "StoreError": "llama_index_docmemo.errors",
+    "FilterError": "llama_index_docmemo.store.filters",
+    "ContextWindowError": "llama_index_docmemo.llms.context",
 }
 
 __all__ = sorted(_EXPORTS)

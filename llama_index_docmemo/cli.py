@@ -44,9 +44,12 @@ def add_llm_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--llm-model", default=os.environ.get("DOCMEMO_LLM_MODEL"))
     group.add_argument("--llm-api-key", default=os.environ.get("DOCMEMO_LLM_API_KEY"))
     group.add_argument(
-        "--llm-text-only",
-        action="store_true",
-        help="send page text only, no images (a text model; $DOCMEMO_LLM_IMAGES=0)",
+        "--llm-images",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="show the LLM page images: auto (default: the server decides; a server that "
+        "refuses images is sent text from then on), on, off (a text model; "
+        "$DOCMEMO_LLM_IMAGES=0)",
     )
     group.add_argument(
         "--llm-structured-mode",
@@ -98,6 +101,11 @@ def _store(args: argparse.Namespace, encoder: Any, *, create: bool = False) -> A
     return open_store(path=path, encoder=encoder)
 
 
+def _images(args: argparse.Namespace) -> Any:
+    """``--llm-images`` as the ``images`` setting of the reader, reranker and summariser."""
+    return {"auto": "auto", "on": True, "off": False}[args.llm_images]
+
+
 def llm_from_args(args: argparse.Namespace) -> Any:
     """The LLM :func:`add_llm_args` options describe (None without ``--llm-url``)."""
     if not args.llm_url:
@@ -108,7 +116,7 @@ def llm_from_args(args: argparse.Namespace) -> Any:
         api_base=args.llm_url,
         model=args.llm_model,
         api_key=args.llm_api_key,
-        multimodal=False if args.llm_text_only else None,
+        multimodal={"auto": None, "on": True, "off": False}[args.llm_images],
         structured_mode=args.llm_structured_mode,
         context_window=args.llm_context_window,
         max_tokens=args.llm_max_tokens,
@@ -167,7 +175,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     if llm is not None:
         from llama_index_docmemo.ingest.summaries import VLMPageSummarizer
 
-        summarizer = VLMPageSummarizer(llm)
+        summarizer = VLMPageSummarizer(llm, images=_images(args))
     if args.id is not None and len(args.paths) != 1:
         raise DocMemoError("--id names one document: give exactly one PDF file with it")
     with _store(args, encoder, create=True) as store:
@@ -296,6 +304,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
             llm=llm_from_args(args),
             config=_config(args),
             page_filter=scope,
+            images=_images(args),
         )
         result = engine.run(args.question)
     trace = result.trace
@@ -312,15 +321,23 @@ def cmd_ask(args: argparse.Namespace) -> int:
                     "rounds": len(trace.rounds),
                     "stop_reason": trace.stop_reason,
                     "pages_read": [p.model_dump() for p in trace.pages_read],
+                    "reader": trace.reader,
+                    "images": trace.images,
                 }
             )
         )
         return 0
     label = {"answered": "Answer", "unanswerable": "Answer"}.get(result.status, "Best guess")
     print(f"{label}: {result.answer}")
+    if trace.reader == "offline":
+        print(
+            "Reader: offline, no LLM configured (it labels pages from their text and rarely "
+            "answers exactly): pass --llm-url URL --llm-model NAME, or set DOCMEMO_LLM_URL"
+        )
     print(
         f"Status: {result.status} (stop: {trace.stop_reason}, rounds: {len(trace.rounds)}, "
-        f"reasoner: {trace.reasoner}, {trace.seconds:.2f}s)"
+        f"reader: {trace.reader}{', page images' if trace.images else ''}, "
+        f"{trace.seconds:.2f}s)"
     )
     print(
         "Evidence: "

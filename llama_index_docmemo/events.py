@@ -8,24 +8,28 @@ concurrent queries (threads or asyncio tasks) never see each other's calls.
 
 from __future__ import annotations
 
+import inspect
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
+from llama_index.core.base.llms.types import ImageBlock
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events.base import BaseEvent
-from llama_index.core.instrumentation.events.exception import ExceptionEvent
 from llama_index.core.instrumentation.events.llm import (
     LLMChatEndEvent,
     LLMChatStartEvent,
     LLMCompletionEndEvent,
     LLMCompletionStartEvent,
 )
+from llama_index.core.instrumentation.span import BaseSpan
+from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 
 _STARTS = (LLMChatStartEvent, LLMCompletionStartEvent)
-_ENDS = (LLMChatEndEvent, LLMCompletionEndEvent, ExceptionEvent)
+_ENDS = (LLMChatEndEvent, LLMCompletionEndEvent)
 
 
 class DocMemoRoundStartEvent(BaseEvent):
@@ -53,63 +57,177 @@ class DocMemoRoundEndEvent(BaseEvent):
 
 
 class LLMCallTally:
-    """Requests counted inside one :func:`counting_llm_calls` block.
+    """Requests counted inside one :func:`counting_llm_calls` block, with the images they
+    carried and the tokens the LLM reported (``prompt_tokens`` / ``completion_tokens``, as
+    LlamaIndex's OpenAI and Ollama classes and this package's clients report them).
 
-    A request made inside another (``CustomLLM.chat`` calls ``complete``) is one request:
-    only starts with no request open count.
+    A request made inside another (``CustomLLM.chat`` calls ``complete``: its span is a child
+    of the outer request's) is one request. A request ends with its end event, or when its span
+    closes (a failed request sends no end event), so the request after a refused one counts.
+    ``without_usage`` counts ended requests whose response reported no token counts (their
+    tokens are missing from the sums). Thread-safe: the async driver's worker threads share a
+    query's tally.
     """
 
     def __init__(self) -> None:
         self.calls = 0
-        self._open: list[str | None] = []
+        self.images = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.without_usage = 0
+        self._open: set[str] = set()  # spans of requests under way
+        self._parents: dict[str, str | None] = {}  # spans entered in this block -> parent
+        self._lock = threading.Lock()
 
-    def started(self, span_id: str | None) -> None:
-        if not self._open:
+    def _nested(self, span: str | None) -> bool:
+        seen: set[str] = set()
+        while span is not None and span not in seen:
+            if span in self._open:
+                return True
+            seen.add(span)
+            span = self._parents.get(span)
+        return False
+
+    def entered(self, span: str, parent: str | None) -> None:
+        with self._lock:
+            self._parents[span] = parent
+
+    def started(self, event: BaseEvent) -> None:
+        with self._lock:
+            if self._nested(event.span_id):
+                return
             self.calls += 1
-        self._open.append(span_id)
+            for message in getattr(event, "messages", None) or []:
+                self.images += sum(isinstance(b, ImageBlock) for b in message.blocks)
+            if event.span_id is not None:
+                self._open.add(event.span_id)
 
-    def ended(self, span_id: str | None) -> None:
-        if span_id in self._open:
-            self._open.remove(span_id)
+    def ended(self, event: BaseEvent) -> None:
+        with self._lock:
+            if event.span_id not in self._open:
+                return  # a nested request, or one already closed
+            self._open.discard(event.span_id)
+        usage = _usage(getattr(event, "response", None))
+        with self._lock:
+            self.prompt_tokens += _count(usage.get("prompt_tokens"))
+            self.completion_tokens += _count(usage.get("completion_tokens"))
+            self.without_usage += not isinstance(usage.get("prompt_tokens"), int)
+
+    def closed(self, span: str) -> None:
+        with self._lock:
+            self._open.discard(span)
+            self._parents.pop(span, None)
 
 
-_TALLY: ContextVar[LLMCallTally | None] = ContextVar("docmemo_llm_call_tally", default=None)
+def _usage(response: Any) -> dict[str, Any]:
+    """Token counts of an LLM response: in ``additional_kwargs`` (OpenAI, this package's
+    clients) or in the raw response's ``usage`` (Ollama)."""
+    counts = getattr(response, "additional_kwargs", None) or {}
+    if "prompt_tokens" in counts:
+        return counts
+    raw = getattr(response, "raw", None)
+    usage = raw.get("usage") if isinstance(raw, dict) else getattr(raw, "usage", None)
+    if isinstance(usage, dict):
+        return usage
+    return {k: getattr(usage, k, None) for k in ("prompt_tokens", "completion_tokens")}
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and value > 0 else 0
+
+
+_TALLIES: ContextVar[tuple[LLMCallTally, ...]] = ContextVar("docmemo_llm_call_tallies", default=())
+"""The tallies of the blocks this code runs in, outermost first (a block inside another, e.g. a
+query's rounds inside ``docmemo compare``'s count of the whole answer, feeds both)."""
 
 
 class _LLMCallCounter(BaseEventHandler):
-    """Feeds LLM request starts and ends to the current block's tally."""
+    """Feeds LLM request starts and ends to the tallies of the blocks the request runs in."""
 
     @classmethod
     def class_name(cls) -> str:
         return "DocMemoLLMCallCounter"
 
     def handle(self, event: BaseEvent, **kwargs: Any) -> None:
-        tally = _TALLY.get()
-        if tally is None:
-            return
-        if isinstance(event, _STARTS):
-            tally.started(event.span_id)
-        elif isinstance(event, _ENDS):
-            tally.ended(event.span_id)
+        for tally in _TALLIES.get():
+            if isinstance(event, _STARTS):
+                tally.started(event)
+            elif isinstance(event, _ENDS):
+                tally.ended(event)
 
 
-_installed: list[_LLMCallCounter] = []
+class _SpanWatch(BaseSpanHandler[BaseSpan]):
+    """Tells the blocks' tallies which span runs inside which, and when one closes."""
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "DocMemoSpanWatch"
+
+    def new_span(
+        self,
+        id_: str,
+        bound_args: inspect.BoundArguments,
+        instance: Any | None = None,
+        parent_span_id: str | None = None,
+        tags: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> BaseSpan | None:
+        for tally in _TALLIES.get():
+            tally.entered(id_, parent_span_id)
+        return None  # nothing kept here
+
+    def prepare_to_exit_span(
+        self,
+        id_: str,
+        bound_args: inspect.BoundArguments,
+        instance: Any | None = None,
+        result: Any | None = None,
+        **kwargs: Any,
+    ) -> BaseSpan | None:  # noqa: E501
+        self._close(id_)
+        return None
+
+    def prepare_to_drop_span(
+        self,
+        id_: str,
+        bound_args: inspect.BoundArguments,
+        instance: Any | None = None,
+        err: BaseException | None = None,
+        **kwargs: Any,
+    ) -> BaseSpan | None:  # noqa: E501
+        self._close(id_)
+        return None
+
+    @staticmethod
+    def _close(span: str) -> None:
+        for tally in _TALLIES.get():
+            tally.closed(span)
+
+
+_installed: list[Any] = []
+_install_lock = threading.Lock()
 
 
 def _install() -> None:
-    if not _installed:
-        handler = _LLMCallCounter()
-        get_dispatcher().add_event_handler(handler)
-        _installed.append(handler)
+    with _install_lock:
+        if not _installed:
+            root = get_dispatcher()
+            handler, watch = _LLMCallCounter(), _SpanWatch()
+            root.add_event_handler(handler)
+            root.add_span_handler(watch)
+            _installed.extend([handler, watch])
 
 
 @contextmanager
-def counting_llm_calls() -> Iterator[LLMCallTally]:
-    """Count the LLM requests made in this block (this thread / task only)."""
+def counting_llm_calls(tally: LLMCallTally | None = None) -> Iterator[LLMCallTally]:
+    """Count the LLM requests made in this block (this thread / task only), into ``tally``
+    when given (so several blocks add up), else a new one. Blocks nest: a request counts in
+    every block it runs in."""
     _install()
-    tally = LLMCallTally()
-    token = _TALLY.set(tally)
+    tally = tally if tally is not None else LLMCallTally()
+    outer = _TALLIES.get()
+    token = _TALLIES.set(outer if any(t is tally for t in outer) else (*outer, tally))
     try:
         yield tally
     finally:
-        _TALLY.reset(token)
+        _TALLIES.reset(token)

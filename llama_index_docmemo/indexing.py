@@ -388,17 +388,18 @@ class DocumentIndexer:
         *,
         tenant: str | None = None,
         acl: Sequence[str] | None = None,
+        root: str | os.PathLike[str] | None = None,
         progress: bool = False,
     ) -> IndexReport:
         """Index page Documents from llama-index-readers-file's PDF readers (grouped by file).
 
-        Doc ids are the files' paths relative to their common folder (their names when the
-        Documents carry no ``file_path``).
+        Doc ids are the files' paths relative to ``root``, by default their common folder
+        (their names when the Documents carry no ``file_path``).
         """
         started = time.perf_counter()
         report = IndexReport()
         tenant, acl = _checked_access(tenant, acl)
-        parsed_docs, failures = parse_documents(documents, ocr=self.ocr_engine)
+        parsed_docs, failures = parse_documents(documents, ocr=self.ocr_engine, root=root)
         report.failed += [(exc.path, exc.reason) for exc in failures]
         for i, parsed in enumerate(
             tqdm(parsed_docs, desc="indexing", unit="doc", disable=not progress)

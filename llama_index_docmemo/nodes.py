@@ -9,15 +9,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llama_index.core.schema import BaseNode, MediaResource, Node, NodeWithScore
+from llama_index.core.schema import (
+    BaseNode,
+    MediaResource,
+    Node,
+    NodeRelationship,
+    NodeWithScore,
+    RelatedNodeInfo,
+)
 
+from llama_index_docmemo.store.payloads import file_name
 from llama_index_docmemo.types import PageRecord, PageRef
 
 _HIDDEN = ["doc_version", "source", "kind", "file_path", "summary"]
 
 
 def page_node(record: PageRecord, *, image_path: Path | None = None, summary: str = "") -> Node:
-    """A page as a node: its text, optionally its rendered image, and citation metadata."""
+    """A page as a node: its text, optionally its rendered image, and citation metadata
+    (``file_name`` the file's name, ``file_path`` its absolute path, ``doc_id`` and
+    ``ref_doc_id`` the document id, ``page_label`` the 1-based page number)."""
     source = record.source
     metadata = {
         "kind": "page",
@@ -26,7 +36,7 @@ def page_node(record: PageRecord, *, image_path: Path | None = None, summary: st
         "doc_version": record.doc_version,
         "source": source,
         "section": record.section,
-        "file_name": Path(source).name if source else record.doc_id,
+        "file_name": file_name(source, record.doc_id),  # what the store filters on
         "file_path": source,
         "page_label": str(record.page),
     }
@@ -37,6 +47,8 @@ def page_node(record: PageRecord, *, image_path: Path | None = None, summary: st
         text_resource=MediaResource(text=record.text),
         image_resource=MediaResource(path=image_path) if image_path is not None else None,
         metadata=metadata,
+        # ``node.ref_doc_id`` is the document id, as ``DocMemoIndex.delete_ref_doc`` takes it
+        relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=record.doc_id)},
         excluded_embed_metadata_keys=list(_HIDDEN),
         excluded_llm_metadata_keys=list(_HIDDEN),
     )

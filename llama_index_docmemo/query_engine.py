@@ -29,6 +29,8 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.settings import Settings
 
 from llama_index_docmemo.config import DocMemoConfig
+from llama_index_docmemo.events import counting_llm_calls
+from llama_index_docmemo.llms.vision import ImagesSetting
 from llama_index_docmemo.loop import (
     DocMemoLoop,
     DocMemoResult,
@@ -42,6 +44,7 @@ from llama_index_docmemo.reasoning.prompts import ANSWER_PROMPT, evidence_text
 from llama_index_docmemo.reasoning.validation import sanitize_feedback
 from llama_index_docmemo.retriever import DocMemoRetriever, ScopeLike
 from llama_index_docmemo.store.filters import to_page_filter
+from llama_index_docmemo.types import Feedback
 
 if TYPE_CHECKING:
     from llama_index.core.llms import LLM
@@ -50,31 +53,29 @@ if TYPE_CHECKING:
     from llama_index_docmemo.encoders.base import PageEncoder
     from llama_index_docmemo.store.base import PageStore
 
-__all__ = ["DocMemoQueryEngine", "DocMemoResult", "configured_llm", "is_multimodal"]
+__all__ = ["DocMemoQueryEngine", "DocMemoResult", "configured_llm"]
 
 dispatcher = instrument.get_dispatcher(__name__)
 logger = logging.getLogger(__name__)
 
 
 def configured_llm() -> LLM | None:
-    """The app's ``Settings.llm`` if one was set, without resolving LlamaIndex's default
-    (which would build an OpenAI client and fail without a key). An explicit ``MockLLM``
-    (what ``Settings.llm = None`` installs) counts as no LLM."""
+    """The app's ``Settings.llm``, or None when there is none: nothing set and no OpenAI key
+    for LlamaIndex's default, or an explicit ``MockLLM`` (what ``Settings.llm = None`` installs)."""
     from llama_index.core.llms import MockLLM
 
-    llm = Settings._llm
-    if llm is None or type(llm) is MockLLM:
+    try:
+        llm = Settings.llm
+    except (ValueError, ImportError):  # LlamaIndex's default OpenAI model has no key here
         return None
-    return llm
+    return None if type(llm) is MockLLM else llm
 
 
-def is_multimodal(llm: LLM) -> bool:
-    """Whether ``llm`` takes page images: its own ``multimodal`` flag (OpenAICompatible, QwenVL),
-    else metadata that says so."""
-    flag = getattr(llm, "multimodal", None)
-    if isinstance(flag, bool):
-        return flag
-    return bool(getattr(llm.metadata, "is_multi_modal", False))
+NO_LLM_WARNING = (
+    "DocMemo has no LLM: reading with the offline reader, which labels pages from their text "
+    "and rarely gives an exact answer. Set Settings.llm (any LlamaIndex LLM, e.g. "
+    "OpenAI(model='gpt-4o')) or pass llm=... to read pages with a model."
+)
 
 
 class DocMemoQueryEngine(BaseQueryEngine):
@@ -131,16 +132,20 @@ class DocMemoQueryEngine(BaseQueryEngine):
         reranker: BaseNodePostprocessor | None = None,
         streaming: bool = False,
         callback_manager: CallbackManager | None = None,
+        images: ImagesSetting = "auto",
         **kwargs: Any,
     ) -> DocMemoQueryEngine:
         """Wire an engine the LlamaIndex way.
 
         The reader is ``reasoner`` if given, else an LLM reader over ``llm`` or, failing that,
-        ``Settings.llm`` (page images for a multimodal LLM, page text otherwise); only with no
-        LLM anywhere the offline reader (logged once). Callbacks default to
+        ``Settings.llm``; only with no LLM anywhere the offline reader, with a warning saying
+        how to set one (and ``"reader": "offline"`` in the trace). ``images`` (True, False,
+        "auto") says whether the LLM is shown page images: "auto" takes the LLM's own flag, else
+        its model family (gpt-4o, Claude 3+, Gemini, Ollama vision models...), else text; the
+        choice is logged once and recorded in the trace. Callbacks default to
         ``Settings.callback_manager``. ``page_filter`` takes a ``PageFilter`` or LlamaIndex
-        ``MetadataFilters``. With an LLM and ``config.adaptive_granularity``, table/figure
-        crops are added; with ``config.llm_rerank``, the schema-summary LLM reranker.
+        ``MetadataFilters``. With an LLM and ``adaptive_granularity``, table/figure crops are
+        added; with ``llm_rerank``, the schema-summary LLM reranker.
         """
         if encoder is None:
             from llama_index_docmemo.encoders import default_encoder
@@ -152,21 +157,22 @@ class DocMemoQueryEngine(BaseQueryEngine):
             if llm is not None:
                 from llama_index_docmemo.reasoning.vlm import VLMReasoner
 
-                reasoner = VLMReasoner(llm, use_images=is_multimodal(llm))
+                reasoner = VLMReasoner(llm, images=images)
+                logger.info("DocMemo reader: %s", reasoner.image_choice.reason)
             else:
                 from llama_index_docmemo.reasoning.offline import OfflineReasoner
 
-                logger.info("no LLM given or set in Settings.llm: reading with the offline reader")
+                logger.warning(NO_LLM_WARNING)
                 reasoner = OfflineReasoner()
         config = config or DocMemoConfig()
-        if crop_postprocessor is None and llm is not None and config.adaptive_granularity:
+        if crop_postprocessor is None and llm is not None and config.loop.adaptive_granularity:
             from llama_index_docmemo.postprocessors.crops import CropPostprocessor
 
             crop_postprocessor = CropPostprocessor()
-        if reranker is None and llm is not None and config.llm_rerank:
+        if reranker is None and llm is not None and config.selection.llm_rerank:
             from llama_index_docmemo.postprocessors.rerank import LLMReranker
 
-            reranker = LLMReranker(llm=llm, top_n=config.pages_per_round)
+            reranker = LLMReranker(llm=llm, top_n=config.loop.pages_per_round, images=images)
         callbacks = callback_manager or Settings.callback_manager
         retriever = DocMemoRetriever(
             store,
@@ -260,7 +266,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
 
     def _answer_request(self, result: DocMemoResult) -> str | None:
         """The final-answer prompt, or None when the budget has no call left for it."""
-        cap = self.config.max_llm_calls
+        cap = self.config.budget.max_llm_calls
         if cap is not None and result.trace.llm_calls >= cap:
             return None
         evidence = evidence_text([n for n in result.source_nodes if is_page(n)])
@@ -319,7 +325,9 @@ class DocMemoQueryEngine(BaseQueryEngine):
     ) -> RESPONSE_TYPE:
         """One reading of the given page nodes by the reader (no retrieval)."""
         inp = self._input_for_nodes(query_bundle.query_str, nodes)
-        return self._synthesized(inp, nodes, additional_source_nodes, self.reasoner.reason(inp))
+        with counting_llm_calls() as tally:
+            feedback = self.reasoner.reason(inp)
+        return self._synthesized(inp, nodes, additional_source_nodes, feedback, tally.calls)
 
     async def asynthesize(
         self,
@@ -328,25 +336,27 @@ class DocMemoQueryEngine(BaseQueryEngine):
         additional_source_nodes: list[NodeWithScore] | None = None,
     ) -> RESPONSE_TYPE:
         inp = self._input_for_nodes(query_bundle.query_str, nodes)
-        feedback = await self.reasoner.areason(inp)
-        return self._synthesized(inp, nodes, additional_source_nodes, feedback)
+        with counting_llm_calls() as tally:
+            feedback = await self.reasoner.areason(inp)
+        return self._synthesized(inp, nodes, additional_source_nodes, feedback, tally.calls)
 
     def _synthesized(
         self,
         inp: ReasoningInput,
         nodes: list[NodeWithScore],
         additional_source_nodes: list[NodeWithScore] | None,
-        feedback: Any,
+        feedback: Feedback,
+        calls: int,
     ) -> Response:
         shown = [p.ref for p in inp.pages]
         feedback, _ = sanitize_feedback(
-            feedback, shown, shown, self.config.max_label_changes_per_round
+            feedback, shown, shown, self.config.loop.max_label_changes_per_round
         )
         answer = feedback.answer or self.reasoner.synthesize(inp.question, feedback.notes, None)
         return Response(
             response=answer,
             source_nodes=list(nodes) + list(additional_source_nodes or []),
-            metadata={"docmemo": {"status": feedback.status, "llm_calls": feedback.llm_calls}},
+            metadata={"docmemo": {"status": feedback.status, "llm_calls": calls}},
         )
 
     def _input_for_nodes(self, question: str, nodes: list[NodeWithScore]) -> ReasoningInput:

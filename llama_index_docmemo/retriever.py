@@ -1,8 +1,9 @@
 """DocMemoRetriever: a thin ``BaseRetriever`` over the loop's selection step.
 
 ``retrieve()`` starts a fresh :class:`~llama_index_docmemo.loop.DocMemoLoop` for the query and
-returns the pages its first round selects. It also holds what every query of an engine shares
-(store, encoder, config, scope, reranker); the query engine runs the full loop from it.
+returns the pages its first round selects (``similarity_top_k`` of them). It also holds what
+every query of an engine shares (store, encoder, config, scope, reranker, the levers' reference
+graphs); the query engine runs the full loop from it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.levers.rounds import RoundLevers
 from llama_index_docmemo.loop import DocMemoLoop, LoopParts
-from llama_index_docmemo.nodes import page_node
+from llama_index_docmemo.steps import arun, run
 from llama_index_docmemo.store.filters import to_page_filter
 from llama_index_docmemo.types import PageFilter
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from llama_index_docmemo.encoders.base import PageEncoder
     from llama_index_docmemo.store.base import PageStore
 
-__all__ = ["DocMemoRetriever", "ScopeLike", "page_node"]
+__all__ = ["DocMemoRetriever", "ScopeLike"]
 
 ScopeLike = PageFilter | MetadataFilters | None
 """A scope: this package's ``PageFilter`` or LlamaIndex ``MetadataFilters`` (or none)."""
@@ -45,6 +46,8 @@ class DocMemoRetriever(BaseRetriever):
         page_filter: tenant / ACL / document scope as a ``PageFilter`` or ``MetadataFilters``,
             applied inside Qdrant on every call.
         reranker: any node postprocessor reordering each round's candidates.
+        similarity_top_k: pages ``retrieve`` returns (default: ``pages_per_round``); the
+            engine's rounds read ``pages_per_round`` pages each.
     """
 
     def __init__(
@@ -56,6 +59,7 @@ class DocMemoRetriever(BaseRetriever):
         reranker: BaseNodePostprocessor | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
+        similarity_top_k: int | None = None,
     ) -> None:
         super().__init__(callback_manager=callback_manager, verbose=verbose)
         if getattr(store, "encoder_name", encoder.name) != encoder.name:
@@ -63,12 +67,20 @@ class DocMemoRetriever(BaseRetriever):
                 f"the store was built with encoder {store.encoder_name!r}, "
                 f"but the retriever was given {encoder.name!r}"
             )
+        if similarity_top_k is not None and similarity_top_k < 1:
+            raise ValueError(f"similarity_top_k must be at least 1, got {similarity_top_k}")
         self.store = store
         self.encoder = encoder
         self.config = config or DocMemoConfig()
         self.page_filter = to_page_filter(page_filter)
         self.reranker = reranker
-        self.levers = RoundLevers(store, encoder, self.config)  # shared: reference graphs
+        self.similarity_top_k = similarity_top_k
+        self._retrieve_config = (  # what retrieve() runs: one round of similarity_top_k pages
+            self.config
+            if similarity_top_k is None
+            else self.config.updated(pages_per_round=similarity_top_k)
+        )
+        self.levers = RoundLevers(store, encoder, self.config.levers, self.config.selection)
 
     def loop_parts(self, **overrides: Any) -> LoopParts:
         """The shared components of a loop over this retriever's store (``overrides`` add a
@@ -77,25 +89,25 @@ class DocMemoRetriever(BaseRetriever):
             store=self.store,
             encoder=self.encoder,
             config=self.config,
+            levers=self.levers,
             reranker=self.reranker,
             callback_manager=self.callback_manager,
             round_events=False,  # BaseRetriever.retrieve fires them itself
-            levers=self.levers,
         )
         return replace(parts, **overrides)
 
-    def loop(self, question: str, page_filter: ScopeLike = None) -> DocMemoLoop:
-        scope = to_page_filter(page_filter) if page_filter is not None else self.page_filter
-        return DocMemoLoop(self.loop_parts(), question, scope)
+    def _first_round(self, question: str) -> DocMemoLoop:
+        parts = self.loop_parts(config=self._retrieve_config)
+        return DocMemoLoop(parts, question, self.page_filter)
 
     # -- BaseRetriever hooks ------------------------------------------------------------------
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        loop = self.loop(query_bundle.query_str).start()
-        return loop.select().nodes(loop)
+        loop = self._first_round(query_bundle.query_str)
+        return loop.nodes(run(loop.select()))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        loop = await self.loop(query_bundle.query_str).astart()
-        return (await loop.aselect()).nodes(loop)
+        loop = self._first_round(query_bundle.query_str)
+        return loop.nodes(await arun(loop.select()))
 
     def __repr__(self) -> str:
         return f"DocMemoRetriever(encoder={self.encoder.name!r}, config={self.config!r})"

@@ -81,6 +81,9 @@ class RoundTrace(BaseModel):
     feedback: FeedbackRecord | None = None
     beliefs: list[BeliefState] = Field(default_factory=list)
     llm_calls: int = 0
+    images: int = 0  # images in the round's LLM requests (reading and reranking)
+    prompt_tokens: int = 0  # as the LLMs reported them (0 when they do not)
+    completion_tokens: int = 0
     seconds: float = 0.0
 
 
@@ -94,4 +97,6 @@ class QueryTrace(BaseModel):
     evidence: list[PageScore] = Field(default_factory=list)
     llm_calls: int = 0
     seconds: float = 0.0
-    reasoner: str = ""
+    reader: str = ""  # "llm", "offline", "simulated", ... ("" for selection only)
+    images: bool = False  # whether the reader is shown page images
+    images_reason: str = ""

@@ -44,11 +44,14 @@ class PageEmbedding:
         multivector: (n_vectors, dim) float32 token/patch vectors, scored by MaxSim.
         pooled: (dim,) float32 single vector for the first (prefetch) stage.
         sparse: optional lexical vector fused into the candidate search.
+        grid: (rows, columns) when ``multivector`` is one row-major grid of image patches
+            (ColQwen pages): the store's ``rows_cols`` layout pools its rows and columns.
     """
 
     multivector: np.ndarray
     pooled: np.ndarray
     sparse: SparseVector | None = None
+    grid: tuple[int, int] | None = None
 
 
 QueryEmbedding = PageEmbedding
@@ -165,4 +168,3 @@ class Feedback(BaseModel):
     missing: list[str] = Field(default_factory=list)
     refined_query: str | None = None
     status: Status = "need_more"
-    llm_calls: int = 0

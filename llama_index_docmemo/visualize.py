@@ -114,8 +114,8 @@ def heat_map_figure(hm: HeatMap, trace: QueryTrace) -> Figure:
             )
     fig.colorbar(image, ax=ax, label="belief (posterior mean)", fraction=0.05)
     title = trace.question if len(trace.question) <= 70 else trace.question[:67] + "..."
-    reasoner = f" [{trace.reasoner}]" if trace.reasoner else ""
-    ax.set_title(f"{title}{reasoner}\n○ read  + useful  × irrelevant", fontsize=8)
+    reader = f" [{trace.reader}]" if trace.reader else ""
+    ax.set_title(f"{title}{reader}\n○ read  + useful  × irrelevant", fontsize=8)
     fig.tight_layout()
     return fig
 
@@ -167,13 +167,13 @@ HEAT_MAP_LEGEND = (
 
 def render_html(hm: HeatMap, trace: QueryTrace) -> str:
     """The heat-map as one HTML document: a table with inline styles, no scripts."""
-    reasoner = f" — reasoner: {html.escape(trace.reasoner)}" if trace.reasoner else ""
+    reader = f" — reader: {html.escape(trace.reader)}" if trace.reader else ""
     return (
         '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>DocMemo belief heat-map</title>'
         f"<style>body{{font-family:sans-serif;font-size:13px}}{HEAT_MAP_CSS}</style>"
         f"</head><body><h3>{html.escape(trace.question)}</h3>"
         f"<p>Answer: {html.escape(trace.answer)} ({html.escape(trace.status)}, stop: "
-        f"{html.escape(trace.stop_reason)}){reasoner}</p>"
+        f"{html.escape(trace.stop_reason)}){reader}</p>"
         f"<p>{HEAT_MAP_LEGEND}</p>"
         f"{heat_map_table(hm)}</body></html>\n"
     )

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from llama_index.core.base.llms.types import (
+    ChatMessage,
+    ChatResponse,
     CompletionResponse,
     CompletionResponseGen,
+    ImageBlock,
     LLMMetadata,
 )
 from llama_index.core.bridge.pydantic import Field
-from llama_index.core.llms import CustomLLM
-from llama_index.core.llms.callbacks import llm_completion_callback
+from llama_index.core.llms import CustomLLM, MockLLM
+from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 
 from llama_index_docmemo.encoders.base import PageEncoder
 from llama_index_docmemo.memory.schema import DocumentSchema
@@ -34,6 +39,11 @@ WORD = re.compile(r"[a-z0-9]+")
 BUCKETS = 100_003
 
 
+def bucket(word: str) -> int:
+    """A word's dimension: a stable hash (the built-in ``hash`` of str is salted per process)."""
+    return zlib.crc32(word.encode()) % BUCKETS
+
+
 class BagOfWordsEncoder(PageEncoder):
     """Hashes words into a small space: one vector per word, so MaxSim counts shared words."""
 
@@ -44,7 +54,7 @@ class BagOfWordsEncoder(PageEncoder):
         words = WORD.findall(text.lower()) or ["_"]
         m = np.zeros((len(words), self.dim), dtype=np.float32)
         for i, w in enumerate(words):
-            m[i, hash(w) % BUCKETS] = 1.0
+            m[i, bucket(w)] = 1.0
         return m
 
     def encode_pages(self, pages: Sequence[PageInput]) -> list[PageEmbedding]:
@@ -109,7 +119,7 @@ class MemoryPageStore(PageStore):
         for record in self.pages.values():
             if not self._visible(record, page_filter):
                 continue
-            pwords = {hash(w) % BUCKETS for w in WORD.findall(record.text.lower())}
+            pwords = {bucket(w) for w in WORD.findall(record.text.lower())}
             score = len(qwords & pwords)
             if score:
                 hits.append(PageHit(record, float(score)))
@@ -130,8 +140,15 @@ class MemoryPageStore(PageStore):
         pass
 
 
+def one_llm_request() -> None:
+    """What a reading costs a real reader: one request to a LlamaIndex LLM (it fires the LLM
+    events the loop counts ``llm_calls`` from)."""
+    MockLLM(max_tokens=1).complete("read the pages")
+
+
 class GoldReasoner(Reasoner):
-    """Labels shown pages from a gold set; answers once every gold page was read.
+    """Labels shown pages from a gold set; answers once every gold page was read; each reading
+    makes one LLM request.
 
     ``refine`` is the refined query it proposes while evidence is missing.
     """
@@ -145,6 +162,7 @@ class GoldReasoner(Reasoner):
 
     def reason(self, inp: ReasoningInput) -> Feedback:
         self.inputs.append(inp)
+        one_llm_request()
         shown = [p.ref for p in inp.pages]
         useful = [r for r in shown if r in self.gold]
         # per-query knowledge only comes from the input (episodic evidence), so one reasoner
@@ -158,7 +176,6 @@ class GoldReasoner(Reasoner):
             missing=[] if done else ["the rest"],
             refined_query=None if done else self.refine,
             status="answered" if done else "need_more",
-            llm_calls=1,
         )
 
 
@@ -197,3 +214,65 @@ class ScriptedLLM(CustomLLM):
                 yield CompletionResponse(text=word, delta=word + " ")
 
         return gen()
+
+
+class ScriptedChatLLM(CustomLLM):
+    """A real LlamaIndex chat LLM answering ``chat``/``achat`` from a list of replies, with no
+    native structured output (LlamaIndex would put the schema in the prompt), recording each
+    request's messages and keyword arguments. ``max_images_per_prompt`` mimics a server cap."""
+
+    replies: list[str] = Field(default_factory=list)
+    default: str = "{}"
+    calls: list[tuple[list[ChatMessage], dict[str, Any]]] = Field(default_factory=list)
+    max_images_per_prompt: int | None = None
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(model_name="scripted-chat", is_chat_model=True, context_window=32768)
+
+    def _answer(self, messages: Sequence[ChatMessage], kwargs: dict[str, Any]) -> ChatResponse:
+        self.calls.append((list(messages), kwargs))
+        text = self.replies.pop(0) if self.replies else self.default
+        return ChatResponse(message=ChatMessage(role="assistant", content=text))
+
+    @llm_chat_callback()
+    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        return self._answer(messages, kwargs)
+
+    @llm_chat_callback()
+    async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        return self._answer(messages, kwargs)
+
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        raise AssertionError("a chat LLM is asked through chat")
+
+    @llm_completion_callback()
+    def stream_complete(
+        self, prompt: str, formatted: bool = False, **kwargs: Any
+    ) -> CompletionResponseGen:
+        raise AssertionError("a chat LLM is asked through chat")
+
+    def images(self, call: int) -> list[ImageBlock]:
+        """The image blocks of one request."""
+        return [b for m in self.calls[call][0] for b in m.blocks if isinstance(b, ImageBlock)]
+
+    def text(self, call: int) -> str:
+        """All text of one request."""
+        return "\n".join(m.content or "" for m in self.calls[call][0])
+
+
+class NativeScriptedLLM(ScriptedChatLLM):
+    """Like :class:`ScriptedChatLLM`, with a native structured form of its own (as OpenAI,
+    Ollama or Gemini have): ``structured_predict`` sends the messages with ``schema_of`` the
+    output class in ``llm_kwargs`` and validates the reply strictly."""
+
+    def structured_predict(self, output_cls, prompt, llm_kwargs=None, **prompt_args):  # noqa: ANN001, ANN201
+        messages = prompt.format_messages(**prompt_args)
+        response = self.chat(messages, schema_of=output_cls.__name__, **(llm_kwargs or {}))
+        return output_cls.model_validate_json(response.message.content or "")
+
+    async def astructured_predict(self, output_cls, prompt, llm_kwargs=None, **prompt_args):  # noqa: ANN001, ANN201
+        messages = prompt.format_messages(**prompt_args)
+        response = await self.achat(messages, schema_of=output_cls.__name__, **(llm_kwargs or {}))
+        return output_cls.model_validate_json(response.message.content or "")

@@ -74,6 +74,7 @@ def test_pages_keep_exactly_the_image_token_grid(
         columns, rows = encoder.page_grid(size)
         assert page.multivector.shape == (columns * rows, 128)
         assert page.multivector.dtype == np.float32 and page.pooled.dtype == np.float32
+        assert page.grid == (rows, columns)  # row-major: what the rows_cols layout pools
 
 
 def test_no_padding_or_zero_rows_are_kept(pages: list[PageEmbedding]) -> None:

@@ -1,4 +1,5 @@
-"""The cost meter counts LLM requests from LlamaIndex's instrumentation events, per measured block."""
+"""What ``docmemo compare`` counts as an answer's cost: LLM requests from LlamaIndex's instrumentation
+events (``events.counting_llm_calls``), per block, nested blocks included."""
 
 from __future__ import annotations
 
@@ -16,9 +17,9 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.llms import CustomLLM
 from llama_index.core.llms.callbacks import llm_completion_callback
 
-from llama_index_docmemo.evaluation.compare.cost import CostMeter, usage_of
+from llama_index_docmemo.events import counting_llm_calls
 
-PNG = (
+PNG = (  # a 1x1 PNG
     b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00\x90wS"
     b"\xde\x00\x00\x00\x0cIDATx\x9cc\xf8\xff\xff?\x00\x05\xfe\x02\xfe\xa7\x9a\x9e\xf3\x00\x00\x00"
     b"\x00IEND\xaeB`\x82"
@@ -59,46 +60,41 @@ def picture_message() -> ChatMessage:
 
 
 def test_requests_tokens_and_images_are_counted_once_per_request() -> None:
-    llm, meter = UsageLLM(), CostMeter()
-    with meter.measure() as cost:
+    llm = UsageLLM()
+    with counting_llm_calls() as cost:
         llm.complete("abcd")  # 4 prompt "tokens"
         llm.chat([picture_message()])  # chat calling complete inside: one request
-    assert (cost.llm_calls, cost.images, cost.completion_tokens) == (2, 2, 4)
-    assert cost.prompt_tokens > 4 and cost.requests_without_usage == 0 and cost.seconds > 0
+    assert (cost.calls, cost.images, cost.completion_tokens) == (2, 2, 4)
+    assert cost.prompt_tokens > 4 and cost.without_usage == 0
     llm.complete("outside any block")  # not counted anywhere
-    assert cost.llm_calls == 2
+    assert cost.calls == 2
 
 
 def test_usage_in_additional_kwargs_or_missing() -> None:
-    meter = CostMeter()
-    with meter.measure() as cost:
+    with counting_llm_calls() as cost:
         UsageLLM(where="kwargs").complete("abc")
         UsageLLM(where="none").complete("abc")
-    assert (cost.llm_calls, cost.prompt_tokens, cost.requests_without_usage) == (2, 3, 1)
-    assert usage_of(None) is None
-    assert usage_of(CompletionResponse(text="", raw={"usage": {"prompt_tokens": 1}})) is None
+    assert (cost.calls, cost.prompt_tokens, cost.without_usage) == (2, 3, 1)
 
 
 def test_concurrent_async_requests_are_each_counted() -> None:
-    llm, meter = UsageLLM(), CostMeter()
+    llm = UsageLLM()
 
     async def ask_two() -> None:
         await asyncio.gather(llm.achat([picture_message()]), llm.acomplete("abcdef"))
 
-    with meter.measure() as cost:
+    with counting_llm_calls() as cost:
         asyncio.run(ask_two())
-    assert (cost.llm_calls, cost.images, cost.completion_tokens) == (2, 2, 4)
+    assert (cost.calls, cost.images, cost.completion_tokens) == (2, 2, 4)
 
 
-def test_blocks_are_separate_and_the_handler_leaves() -> None:
-    from llama_index.core.instrumentation import get_dispatcher
-
-    llm, meter = UsageLLM(), CostMeter()
-    before = list(get_dispatcher().event_handlers)
-    with meter.measure() as first:
+def test_a_block_inside_another_counts_in_both() -> None:
+    llm = UsageLLM()
+    with counting_llm_calls() as answer:  # compare's count of one answer
         llm.complete("a")
-    with meter.measure() as second:
-        llm.complete("a")
-        llm.complete("a")
-    assert (first.llm_calls, second.llm_calls) == (1, 2)
-    assert get_dispatcher().event_handlers == before
+        with counting_llm_calls() as round_:  # the engine's own count of one round
+            llm.complete("ab")
+            with counting_llm_calls(round_):  # the same tally again: not counted twice
+                llm.complete("abc")
+    assert (answer.calls, answer.prompt_tokens) == (3, 6)
+    assert (round_.calls, round_.prompt_tokens) == (2, 5)

@@ -69,9 +69,13 @@ def test_engine_names_and_budget() -> None:
     with pytest.raises(ValueError, match="unknown engine.*bogus"):
         check_engines(["docmemo", "bogus"])
     fifteen = docmemo_configs(15).for_engine("docmemo")
-    assert (fifteen.rounds, fifteen.pages_per_round, fifteen.max_pages) == (3, 5, None)
+    assert (fifteen.loop.rounds, fifteen.loop.pages_per_round, fifteen.budget.max_pages) == (
+        3,
+        5,
+        None,
+    )
     ten = docmemo_configs(10).for_engine("docmemo")
-    assert (ten.pages_per_round, ten.max_pages) == (4, 10)
+    assert (ten.loop.pages_per_round, ten.budget.max_pages) == (4, 10)
     with pytest.raises(ValueError, match="--pages"):
         docmemo_configs(0)
 

@@ -154,15 +154,17 @@ def test_settings_guard(tmp_path: Path) -> None:
 def test_engine_configs() -> None:
     configs = EngineConfigs(pages_per_round=4, rounds=2, overrides={"sampling": "thompson"})
     docmemo = configs.for_engine("docmemo", seed=3)
-    assert (docmemo.pages_per_round, docmemo.rounds, docmemo.seed) == (4, 2, 3)
-    assert docmemo.sampling == "thompson" and configs.budget == 8
-    assert configs.for_engine("greedy").sampling == "greedy"  # the ablation wins over --set
-    nm = configs.for_engine("no_memory")
+    assert (docmemo.loop.pages_per_round, docmemo.loop.rounds, docmemo.selection.seed) == (4, 2, 3)
+    assert docmemo.selection.sampling == "thompson" and configs.budget == 8
+    assert configs.for_engine("greedy").selection.sampling == "greedy"  # the ablation wins
+    nm = configs.for_engine("no_memory").loop
     assert not (nm.use_schema or nm.use_belief or nm.use_episodic) and nm.pages_per_round == 4
     paper = configs.for_engine("paper")
-    assert paper.lambda_schedule == DocMemoConfig.paper().lambda_schedule
-    assert paper.propagation_weight == DocMemoConfig.paper().propagation_weight
-    no_levers = configs.for_engine("no_levers")
+    assert paper.selection == DocMemoConfig.paper().selection.model_copy(
+        update={"sampling": "thompson", "seed": 0}
+    )
+    assert paper.levers == DocMemoConfig.paper().levers and paper.loop.pages_per_round == 4
+    no_levers = configs.for_engine("no_levers").levers
     assert not no_levers.subqueries and no_levers.question_reference_weight == 0.0
     with pytest.raises(ValueError, match="unknown engine"):
         configs.for_engine("bogus")

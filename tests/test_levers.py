@@ -1,16 +1,11 @@
-"""The levers' pure logic: fusion, sub-queries, budget shape, calibrated priors, reference graph."""
+"""The levers' pure logic: fusion, sub-queries, reference graph, named pages, statements."""
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
 import pytest
 
 from llama_index_docmemo.config import DocMemoConfig
-from llama_index_docmemo.levers.budget import pages_for_round
 from llama_index_docmemo.levers.fusion import fuse_rankings, unit_scores
-from llama_index_docmemo.levers.priors import calibrated_probability, fit_calibration
 from llama_index_docmemo.levers.structure import reference_boosts
 from llama_index_docmemo.levers.subqueries import split_question
 from llama_index_docmemo.memory.belief import PageBeliefMemory
@@ -80,60 +75,33 @@ def test_single_part_questions_are_not_split() -> None:
     assert split_question("Who are the founders and CEO?") == []  # parts too short
 
 
-# ---------------------------------------------------------------- budget shape
+# ---------------------------------------------------------------- configuration
 
 
-def test_schedule_replaces_k_and_repeats_its_last_value() -> None:
-    assert [pages_for_round(r, 5, [3, 6]) for r in (1, 2, 3)] == [3, 6, 6]
-    assert [pages_for_round(r, 5) for r in (1, 2, 3)] == [5, 5, 5]
-    assert pages_for_round(2, 5, [3, 6], read_so_far=3, max_pages=7) == 4
-    assert pages_for_round(3, 5, read_so_far=9, max_pages=7) == 0
-    with pytest.raises(ValueError):
-        pages_for_round(0, 5)
-
-
-def test_config_checks_the_new_switches() -> None:
-    with pytest.raises(ValueError):
-        DocMemoConfig(pages_schedule=[])
-    with pytest.raises(ValueError):
-        DocMemoConfig(pages_schedule=[0, 5])
-    with pytest.raises(ValueError):
-        DocMemoConfig(prior_calibration=[1.0, 2.0])
+def test_defaults_are_the_tuned_combination_and_paper_turns_it_off() -> None:
     defaults = DocMemoConfig()  # the combination chosen on the tuning half
-    assert defaults.question_reference_weight > 0 and defaults.reference_weight > 0
-    assert defaults.subqueries and defaults.statement_weight > 0
-    assert defaults.feedback_search == "off" and defaults.pages_schedule is None
-    paper = DocMemoConfig.paper()
+    levers = defaults.levers
+    assert levers.question_reference_weight > 0 and levers.reference_weight > 0
+    assert levers.subqueries and levers.statement_weight > 0 and levers.searching
+    paper = DocMemoConfig.paper().levers
     assert not paper.subqueries and paper.question_reference_weight == 0
-    assert paper.reference_weight == 0 and paper.statement_weight == 0
+    assert paper.reference_weight == 0 and paper.statement_weight == 0 and not paper.searching
 
 
-# ---------------------------------------------------------------- priors
-
-
-def test_calibrated_probability_is_a_logistic_in_score_and_rank() -> None:
-    p = calibrated_probability([1.0, 0.5], (0.0, 2.0, -1.0))
-    assert p[0] == pytest.approx(1 / (1 + math.exp(-2.0)))
-    assert p[1] == pytest.approx(1 / (1 + math.exp(-(1.0 - math.log(2)))))
-    with pytest.raises(ValueError):
-        calibrated_probability([1.0], (0.0, 1.0))
-
-
-def test_fit_recovers_a_known_calibration() -> None:
-    rng = np.random.default_rng(0)
-    true = (-1.0, 3.0, -0.8)
-    scores, labels = [], []
-    for _ in range(400):
-        c = np.sort(rng.uniform(0, 1, 20))[::-1]
-        p = calibrated_probability(c, true)
-        scores.append(list(c))
-        labels.append(list(rng.uniform(size=20) < p))
-    fitted = fit_calibration(scores, labels)
-    grid = np.linspace(1, 0, 20)
-    error = np.abs(calibrated_probability(grid, fitted) - calibrated_probability(grid, true))
-    assert float(error.max()) < 0.05
-    with pytest.raises(ValueError):
-        fit_calibration([[0.5, 0.2]], [[False, False]])
+@pytest.mark.parametrize(
+    "removed",
+    [
+        "feedback_search",
+        "later_candidates",
+        "schema_field_weight",
+        "pages_schedule",
+        "prior_calibration",
+        "prior_strength",
+    ],
+)
+def test_removed_switches_are_refused_by_name(removed: str) -> None:
+    with pytest.raises(ValueError, match=f"no setting {removed!r}"):
+        DocMemoConfig(**{removed: 1})
 
 
 # ---------------------------------------------------------------- reference graph
@@ -200,27 +168,6 @@ def test_add_alpha_moves_only_pages_in_scope() -> None:
     assert beliefs.informed_refs() == [PageRef("d", 2)]
     with pytest.raises(ValueError):
         beliefs.add_alpha({PageRef("d", 1): -1.0})
-
-
-# ---------------------------------------------------------------- schema as a retrieval field
-
-
-def test_schema_field_ranks_pages_by_section_and_summary() -> None:
-    from llama_index_docmemo.levers.schema_field import bm25_scores, page_fields, schema_ranking
-    from llama_index_docmemo.memory.schema import DocumentSchema
-
-    schema = DocumentSchema(
-        doc_id="d",
-        doc_version="v",
-        n_pages=4,
-        page_sections={1: "Overview", 2: "Employee benefits", 3: "Employee benefits > Pensions"},
-        page_summaries={4: "Pension obligations by plan"},
-    )
-    assert page_fields(schema)[3] == "Employee benefits > Pensions"
-    ranking = schema_ranking("pension plans of employees", [schema])
-    assert list(ranking)[:2] == [PageRef("d", 4), PageRef("d", 3)]
-    assert PageRef("d", 1) not in ranking
-    assert bm25_scores("anything", {}) == {}
 
 
 # ---------------------------------------------------------------- pages the question names

@@ -19,8 +19,7 @@ from llama_index_docmemo.llms.context import (
     parse_overflow,
 )
 from llama_index_docmemo.reasoning.base import PageView, ReasoningInput
-from llama_index_docmemo.reasoning.llm_json import to_messages
-from llama_index_docmemo.reasoning.prompts import READER_SYSTEM, reading_prompt
+from llama_index_docmemo.reasoning.prompts import READER_SYSTEM, reading_prompt, to_messages
 from llama_index_docmemo.types import PageRef
 
 

@@ -91,12 +91,28 @@ def test_prompt_mode_appends_the_schema_to_the_system_turn() -> None:
     assert bare[0].role == "system" and "JSON schema" in bare[0].content
 
 
-def test_server_memory_is_per_base_url() -> None:
-    memory = ServerMemory()
-    memory.update("http://a/v1/", structured_mode="json_object")
-    assert memory.get("http://a/v1").structured_mode == "json_object"
-    assert memory.get("http://b/v1").structured_mode is None
-    memory.update("http://a/v1", context_window=2048)
-    assert memory.get("http://a/v1").structured_mode == "json_object"
-    memory.forget("http://a/v1")
-    assert memory.get("http://a/v1").context_window is None
+def test_server_memory_is_per_server_and_model_and_bounded() -> None:
+    memory = ServerMemory(capacity=2)
+    memory.update("http://a/v1#m", structured_mode="json_object")
+    assert memory.get("http://a/v1#m").structured_mode == "json_object"
+    assert memory.get("http://a/v1#other").structured_mode is None
+    memory.update("http://a/v1#m", context_window=2048)
+    assert memory.get("http://a/v1#m").structured_mode == "json_object"  # facts add up
+    memory.update("http://b/v1#m", refuses_images=True)
+    memory.update("http://c/v1#m", refuses_images=True)  # the least recently used goes
+    assert memory.get("http://a/v1#m").context_window is None
+    assert memory.get("http://b/v1#m").refuses_images
+    memory.forget("http://b/v1#m")
+    assert not memory.get("http://b/v1#m").refuses_images
+
+
+def test_server_key_names_the_base_url_without_a_trailing_slash_and_the_model() -> None:
+    from types import SimpleNamespace
+
+    from llama_index_docmemo.llms.servers import server_key
+
+    assert server_key(SimpleNamespace(api_base="http://a/v1/", model="m")) == "http://a/v1#m"
+    assert server_key(SimpleNamespace(base_url="http://o:11434", model="llava")) == (
+        "http://o:11434#llava"
+    )
+    assert server_key(SimpleNamespace(model="m")) is None

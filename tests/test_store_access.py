@@ -23,10 +23,12 @@ def admitted_by_conditions(page_filter: PageFilter, tenant: str | None, acl: lis
         access.TENANT_KEY: [access.tenant_key(tenant)],
         access.ACCESS: access.access_values(acl),
     }
+    conditions = access.access_conditions(page_filter)
+    assert all(c.op in ("eq", "in") for c in conditions)
     return all(
-        set(stored[key]) & set(values)
-        for key, values in access.access_conditions(page_filter)
-        if key != "doc_id"
+        set(stored[c.key]) & set(c.value if c.op == "in" else (c.value,))
+        for c in conditions
+        if c.key != "doc_id"
     )
 
 

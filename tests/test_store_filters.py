@@ -12,8 +12,9 @@ from llama_index.core.vector_stores.types import (
     MetadataFilter,
     MetadataFilters,
 )
-from test_store_backends import BACKENDS, corpus, open_store_on
+from test_store_backends import BACKENDS, corpus, make_document, make_query, open_store_on
 
+from llama_index_docmemo.nodes import page_node
 from llama_index_docmemo.store.filters import FilterError, to_page_filter
 from llama_index_docmemo.types import FieldGroup, FieldMatch, PageFilter, PageRef
 
@@ -28,9 +29,17 @@ def eq(key: str, value: object, op: FilterOperator = FilterOperator.EQ) -> Metad
 
 def test_tenant_acl_and_document_lift_into_the_page_filter() -> None:
     pf = to_page_filter(
-        mf(eq("tenant", "t1"), eq("acl", ["g1", "g2"], FilterOperator.IN), eq("file_name", "a.pdf"))
+        mf(
+            eq("tenant", "t1"),
+            eq("acl", ["g1", "g2"], FilterOperator.IN),
+            eq("ref_doc_id", "a.pdf"),
+        )
     )
     assert pf == PageFilter(doc_ids=("a.pdf",), tenant="t1", acl_groups=("g1", "g2"))
+    # file_name is the basename nodes show, not the document id: a payload condition
+    by_name = to_page_filter(mf(eq("file_name", "a.pdf")))
+    assert by_name.doc_ids is None
+    assert by_name.where == FieldGroup("and", (FieldMatch("file_name", "eq", "a.pdf"),))
 
 
 def test_other_keys_and_operators_go_into_where() -> None:
@@ -131,5 +140,37 @@ def test_both_backends_evaluate_translated_filters_alike(backend: str, tmp_path:
                 for r in store.get_pages([PageRef(d, p) for d, p in sorted(every)], pf)
             }
             assert got == expected, name
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_file_name_matches_the_basename_nodes_show_in_every_folder(
+    backend: str, tmp_path: Path
+) -> None:
+    """``reports/2023/10k.pdf`` and ``reports/2024/10k.pdf``: one file name, two documents."""
+    store = open_store_on(backend, tmp_path / "store")
+    try:
+        for seed, doc_id in enumerate(("2023/10k.pdf", "2024/10k.pdf", "2024/notes.pdf")):
+            store.upsert_document(*make_document(doc_id, "v1", 3, seed=seed, tenant="t1"))
+
+        def caller(*filters: MetadataFilter) -> PageFilter:
+            return replace(to_page_filter(mf(*filters)), tenant="t1")
+
+        by_name = caller(eq("file_name", "10k.pdf"))
+        hits = store.search(make_query(1), limit=10, page_filter=by_name)
+        assert {h.record.doc_id for h in hits} == {"2023/10k.pdf", "2024/10k.pdf"}
+        assert len(hits) == 6 and store.count_pages(by_name) == 6
+        assert {page_node(h.record).metadata["file_name"] for h in hits} == {"10k.pdf"}
+        assert [s.doc_id for s in store.list_documents(by_name)] == ["2023/10k.pdf", "2024/10k.pdf"]
+        for key in ("doc_id", "ref_doc_id", "document_id"):
+            one = caller(eq(key, "2024/10k.pdf"))
+            assert {
+                h.record.doc_id for h in store.search(make_query(2), limit=10, page_filter=one)
+            } == {"2024/10k.pdf"}, key
+        by_path = caller(eq("file_path", "/docs/2023/10k.pdf"))
+        assert store.count_pages(by_path) == 3
+        assert [s.doc_id for s in store.list_documents(by_path)] == ["2023/10k.pdf"]
+        assert store.count_pages(caller(eq("file_name", "2023/10k.pdf"))) == 0  # not an id
     finally:
         store.close()

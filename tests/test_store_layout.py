@@ -1,4 +1,4 @@
-"""Pure layout logic shared by both store backends: ids, payloads, filters, validation."""
+"""Pure store logic shared by both backends: ids, payloads, scopes, validation, plans."""
 
 from __future__ import annotations
 
@@ -7,9 +7,17 @@ import pytest
 
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.memory.schema import DocumentSchema, Section
-from llama_index_docmemo.store import _layout as L
-from llama_index_docmemo.store import access
-from llama_index_docmemo.types import PageEmbedding, PageFilter, PageRecord, SparseVector
+from llama_index_docmemo.store import access, ids, payloads, plans, scopes
+from llama_index_docmemo.store.layouts import DEFAULT_LAYOUT, MULTI
+from llama_index_docmemo.store.validation import document_points
+from llama_index_docmemo.types import (
+    FieldGroup,
+    FieldMatch,
+    PageEmbedding,
+    PageFilter,
+    PageRecord,
+    SparseVector,
+)
 
 DIM = 4
 
@@ -55,36 +63,44 @@ def _schema(**changes: object) -> DocumentSchema:
 
 
 def test_point_ids_are_deterministic_and_distinct() -> None:
-    a = L.page_point_id("d", "v1", 1)
-    assert a == L.page_point_id("d", "v1", 1)
-    others = {L.page_point_id("d", "v2", 1), L.page_point_id("d", "v1", 2)}
-    others |= {L.page_point_id("e", "v1", 1), L.document_point_id(None, "d"), L.STORE_POINT_ID}
-    others |= {L.document_point_id("t1", "d"), L.document_point_id("t2", "d")}
-    others |= {L.journal_point_id(L.document_point_id("t1", "d")), L.legacy_document_point_id("d")}
+    a = ids.page_point_id("d", "v1", 1)
+    assert a == ids.page_point_id("d", "v1", 1)
+    others = {ids.page_point_id("d", "v2", 1), ids.page_point_id("d", "v1", 2)}
+    others |= {
+        ids.page_point_id("e", "v1", 1),
+        ids.document_point_id(None, "d"),
+        ids.STORE_POINT_ID,
+    }
+    others |= {ids.document_point_id("t1", "d"), ids.document_point_id("t2", "d")}
+    others |= {
+        ids.journal_point_id(ids.document_point_id("t1", "d")),
+        ids.legacy_document_point_id("d"),
+    }
     assert a not in others and len(others) == 9
 
 
 def test_revision_changes_with_content_or_access_only() -> None:
-    assert L.revision("v1", ["b", "a"]) == L.revision("v1", ["a", "b"])
-    assert len({L.revision("v1", []), L.revision("v2", []), L.revision("v1", ["g"])}) == 3
+    assert ids.revision("v1", ["b", "a"]) == ids.revision("v1", ["a", "b"])
+    assert len({ids.revision("v1", []), ids.revision("v2", []), ids.revision("v1", ["g"])}) == 3
 
 
 def test_page_payload_round_trips_every_field_and_marks_kind() -> None:
     record = _record()
-    payload = L.page_payload(record)
-    assert payload[L.KIND] == L.KIND_PAGE
+    payload = payloads.page_payload(record)
+    assert payload[payloads.KIND] == payloads.KIND_PAGE
     assert set(payload) == {
-        *L.PAGE_FIELDS,
-        L.KIND,
-        L.REVISION,
+        *payloads.PAGE_FIELDS,
+        payloads.KIND,
+        payloads.FILE_NAME,
+        payloads.REVISION,
         access.TENANT_KEY,
         access.ACCESS,
         access.DOC_KEY,
     }
-    assert payload[access.DOC_KEY] == L.document_point_id("acme", "report.pdf")
+    assert payload[access.DOC_KEY] == ids.document_point_id("acme", "report.pdf")
     assert payload[access.ACCESS] == ["finance"] and payload[access.TENANT_KEY] == "acme"
-    assert L.record_from_payload(payload) == record
-    public = L.page_payload(_record(tenant=None, acl=[]))
+    assert payloads.record_from_payload(payload) == record
+    public = payloads.page_payload(_record(tenant=None, acl=[]))
     assert public[access.ACCESS] == [access.PUBLIC]
     assert public[access.TENANT_KEY] == access.NO_TENANT
 
@@ -97,36 +113,61 @@ def test_schema_payload_round_trips_int_keyed_maps() -> None:
         page_sections={1: "Intro", 2: "Intro"},
         page_summaries={3: "Totals"},
     )
-    payload = L.document_payload(schema)
-    assert payload[L.KIND] == L.KIND_DOCUMENT and payload["tenant"] == "acme"
-    assert L.schema_from_payload(payload) == schema
+    payload = payloads.document_payload(schema)
+    assert payload[payloads.KIND] == payloads.KIND_DOCUMENT and payload["tenant"] == "acme"
+    assert payloads.schema_from_payload(payload) == schema
 
 
 def test_store_meta_check_names_both_encoders() -> None:
-    wanted = L.StoreMeta("wordllama", 64, True)
-    wanted.check(L.StoreMeta.from_payload(wanted.payload()), "here")
+    wanted = payloads.StoreMeta("wordllama", 64, True)
+    wanted.check(payloads.StoreMeta.from_payload(wanted.payload()), "here")
     with pytest.raises(StoreError, match=r"/tmp/s.*'colqwen'.*'wordllama'"):
-        wanted.check(L.StoreMeta("colqwen", 128, False), "/tmp/s")
+        wanted.check(payloads.StoreMeta("colqwen", 128, False), "/tmp/s")
 
 
 def test_scope_filter_translates_every_page_filter_field() -> None:
-    spec = L.scope_filter(
-        L.KIND_PAGE, PageFilter(doc_ids=("a", "b"), tenant="t", acl_groups=("g",)), page=[1, 2]
+    where = FieldGroup("and", (FieldMatch("section", "eq", "Item 7"),))
+    spec = scopes.scope_filter(
+        payloads.KIND_PAGE,
+        PageFilter(doc_ids=("a", "b"), tenant="t", acl_groups=("g",), where=where),
+        page=[1, 2],
     )
-    assert spec.must == (
-        L.Condition(L.KIND, ("page",)),
-        L.Condition("doc_id", ("a", "b")),
-        L.Condition(access.TENANT_KEY, ("t",)),
-        L.Condition(access.ACCESS, (access.PUBLIC, "g")),
-        L.Condition("page", (1, 2)),
+    assert spec == FieldGroup(
+        "and",
+        (
+            FieldMatch(payloads.KIND, "eq", "page"),
+            FieldMatch("doc_id", "in", ("a", "b")),
+            FieldMatch(access.TENANT_KEY, "eq", "t"),
+            FieldMatch(access.ACCESS, "in", (access.PUBLIC, "g")),
+            FieldMatch("page", "in", (1, 2)),
+            scopes.COMMITTED,  # pages of an uncommitted revision are never read
+            where,
+        ),
     )
-    assert L.scope_filter(L.KIND_DOCUMENT, None).must == (L.Condition(L.KIND, ("document",)),)
+    assert scopes.COMMITTED == FieldGroup(
+        "not", (FieldMatch(payloads.WRITE_STATE, "eq", payloads.PENDING),)
+    )
+    records = scopes.scope_filter(payloads.KIND_DOCUMENT, None)
+    assert records == FieldGroup("and", (FieldMatch(payloads.KIND, "eq", "document"),))
     # deny by default: no tenant means untenanted documents, no groups means public ones
-    assert L.scope_filter(L.KIND_PAGE, PageFilter()).must == (
-        L.Condition(L.KIND, ("page",)),
-        L.Condition(access.TENANT_KEY, (access.NO_TENANT,)),
-        L.Condition(access.ACCESS, (access.PUBLIC,)),
+    assert scopes.scope_filter(payloads.KIND_PAGE, PageFilter()).clauses == (
+        FieldMatch(payloads.KIND, "eq", "page"),
+        FieldMatch(access.TENANT_KEY, "eq", access.NO_TENANT),
+        FieldMatch(access.ACCESS, "eq", access.PUBLIC),
+        scopes.COMMITTED,
     )
+
+
+def test_file_name_is_the_basename_nodes_show() -> None:
+    assert payloads.file_name("/data/reports/2023/10k.pdf", "2023/10k.pdf") == "10k.pdf"
+    assert payloads.file_name("", "2023/10k.pdf") == "10k.pdf"
+    assert payloads.file_name("C:\\reports\\10k.pdf", "10k.pdf") == "10k.pdf"
+    page = payloads.page_payload(
+        _record(source="/data/reports/2023/10k.pdf", doc_id="2023/10k.pdf")
+    )
+    assert page[payloads.FILE_NAME] == "10k.pdf" and page["doc_id"] == "2023/10k.pdf"
+    record = payloads.document_payload(_schema(doc_id="2023/10k.pdf", source="/r/2023/10k.pdf"))
+    assert record[payloads.FILE_NAME] == "10k.pdf" and record["source"] == "/r/2023/10k.pdf"
 
 
 @pytest.mark.parametrize(
@@ -140,33 +181,38 @@ def test_scope_filter_translates_every_page_filter_field() -> None:
     ],
 )
 def test_matches_nothing(page_filter: PageFilter | None, empty: bool) -> None:
-    assert L.matches_nothing(page_filter) is empty
+    assert scopes.matches_nothing(page_filter) is empty
 
 
 def test_document_points_builds_pages_and_schema_point() -> None:
     sparse = SparseVector((3, 1), (0.5, 2.0))
-    pages, schema_point = L.document_points(
+    pages, schema_point = document_points(
         _schema(),
         [_record(1), _record(2)],
         [_embedding(2, sparse=sparse), _embedding(3)],
         dim=DIM,
         use_sparse=True,
+        layout=DEFAULT_LAYOUT,
     )
-    key = L.document_point_id("acme", "report.pdf")
-    rev = L.revision("abc123", ["finance"])
-    assert [p.id for p in pages] == [L.page_point_id(key, rev, n) for n in (1, 2)]
-    assert np.asarray(pages[1].dense[L.MULTI]).shape == (3, DIM)
+    key = ids.document_point_id("acme", "report.pdf")
+    rev = ids.revision("abc123", ["finance"])
+    assert [p.id for p in pages] == [ids.page_point_id(key, rev, n) for n in (1, 2)]
+    assert np.asarray(pages[1].dense[MULTI]).shape == (3, DIM)
     assert pages[0].sparse == sparse and pages[1].sparse is None
     assert schema_point.id == key and schema_point.dense == {}
+    # written pending: the commit (record, then release) makes them visible
+    assert {p.payload[payloads.WRITE_STATE] for p in pages} == {payloads.PENDING}
+    assert payloads.WRITE_STATE not in schema_point.payload
 
 
 def test_sparse_part_is_dropped_when_store_has_no_lexical_vector() -> None:
-    pages, _ = L.document_points(
+    pages, _ = document_points(
         _schema(),
         [_record()],
         [_embedding(sparse=SparseVector((1,), (1.0,)))],
         dim=DIM,
         use_sparse=False,
+        layout=DEFAULT_LAYOUT,
     )
     assert pages[0].sparse is None
 
@@ -214,11 +260,13 @@ def test_document_points_rejects_bad_input_naming_doc_and_page(
     records: list[PageRecord], embeddings: list[PageEmbedding], message: str
 ) -> None:
     with pytest.raises(StoreError, match=message):
-        L.document_points(_schema(), records, embeddings, dim=DIM, use_sparse=True)
+        document_points(
+            _schema(), records, embeddings, dim=DIM, use_sparse=True, layout=DEFAULT_LAYOUT
+        )
 
 
 def test_search_plan_prefetch_defaults_and_limits() -> None:
-    def plan(**kwargs: object) -> L.SearchPlan:
+    def plan(**kwargs: object) -> plans.SearchPlan:
         args: dict[str, object] = {
             "dim": DIM,
             "has_lexical": False,
@@ -227,20 +275,21 @@ def test_search_plan_prefetch_defaults_and_limits() -> None:
             "prefetch_limit": None,
             "fusion": "rrf",
             "idf_scope": "filter",
+            "layout": DEFAULT_LAYOUT,
         }
         args.update(kwargs)
-        return L.search_plan(_embedding(), **args)  # type: ignore[arg-type]
+        return plans.search_plan(_embedding(), **args)  # type: ignore[arg-type]
 
-    assert plan().prefetch == L.DEFAULT_PREFETCH
+    assert plan().prefetch == plans.DEFAULT_PREFETCH
     assert plan(prefetch_limit=3).prefetch == 5  # never fewer candidates than results
     assert plan(prefetch_limit=50).prefetch == 50
-    assert plan().where.must[0] == L.Condition(L.KIND, ("page",))
+    assert plan().where.clauses[0] == FieldMatch(payloads.KIND, "eq", "page")
     with pytest.raises(StoreError, match="limit must be at least 1"):
         plan(limit=0)
     with pytest.raises(StoreError, match="prefetch_limit"):
         plan(prefetch_limit=0)
     with pytest.raises(StoreError, match=r"query: pooled vector"):
-        L.search_plan(
+        plans.search_plan(
             PageEmbedding(np.ones((1, DIM)), np.ones(DIM - 1)),
             dim=DIM,
             has_lexical=False,
@@ -249,4 +298,5 @@ def test_search_plan_prefetch_defaults_and_limits() -> None:
             prefetch_limit=None,
             fusion="rrf",
             idf_scope="filter",
+            layout=DEFAULT_LAYOUT,
         )

@@ -50,7 +50,7 @@ def trace() -> QueryTrace:
         status="answered",
         stop_reason="answered",
         rounds=[r1, r2],
-        reasoner="simulated",
+        reader="simulated",
         pages_read=[PageRead(doc="d.pdf", page=p, round=r) for p, r in ((1, 1), (2, 1), (3, 2))],
     )
 

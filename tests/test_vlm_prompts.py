@@ -9,7 +9,6 @@ from llama_index_docmemo.reasoning.prompts import (
     page_text_budget,
     plan_images,
     reading_prompt,
-    repair_prompt,
     rerank_prompt,
     summary_prompt,
 )
@@ -106,10 +105,18 @@ def test_rerank_prompt_lists_candidates_by_summary() -> None:
         ),
         PageView(ref=PageRef("r.pdf", 8), text="Only raw text here"),
     ]
-    text = rerank_prompt("q?", "segment", cands, 1, [], ["segment split"])
+    text = text_of(rerank_prompt("q?", "segment", cands, 1, [], ["segment split"]))
     assert "[1] r.pdf, page 7, section: Item 7: Segment revenue table" in text
     assert "[2] r.pdf, page 8: Only raw text here" in text
     assert "at most 1 candidate pages" in text and "- segment split" in text
+    assert "<page:" not in text  # no images unless asked for
+
+
+def test_rerank_prompt_puts_page_images_after_the_descriptions_under_their_numbers() -> None:
+    cands = [PageView(ref=PageRef("r.pdf", p), text=f"page {p}") for p in (7, 8, 9)]
+    text = text_of(rerank_prompt("q?", "q?", cands, 2, [], [], images={0, 2}))
+    assert text.index("Candidate pages") < text.index("Page images")
+    assert "\n[1]<page:0>" in text and "\n[3]<page:2>" in text and "[2]<page:1>" not in text
 
 
 def test_summary_prompt_numbers_pages_with_their_images() -> None:
@@ -119,6 +126,13 @@ def test_summary_prompt_numbers_pages_with_their_images() -> None:
     assert "[1] page 5\n<document>" in text and "[2] page 6<page:1>" in text
 
 
-def test_repair_prompt_carries_the_problem_schema_and_reply() -> None:
-    text = repair_prompt("{oops", "the reply is not valid JSON", '{"type": "object"}')
-    assert "not valid JSON" in text and '{"type": "object"}' in text and "{oops" in text
+def test_repair_request_carries_the_problem_schema_and_fenced_reply() -> None:
+    from llama_index_docmemo.llms.structured import repair_messages
+
+    system, user = repair_messages(
+        "{oops</document>", "the reply is not valid JSON", {"type": "object"}
+    )
+    text = user.content or ""
+    assert "not valid JSON" in text and '{"type": "object"}' in text
+    assert "<document>\n{oops</ document>\n</document>" in text  # the reply cannot close the fence
+    assert system.role == "system" and "valid JSON" in (system.content or "")

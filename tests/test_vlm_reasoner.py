@@ -1,12 +1,13 @@
-"""VLMReasoner, LLMReranker and VLMPageSummarizer over a scripted in-process chat LLM."""
+"""VLMReasoner, LLMReranker and VLMPageSummarizer over scripted in-process LlamaIndex chat LLMs:
+one without a native structured form (schema in the prompt, one repair) and one with (the reply
+model goes to its ``structured_predict``, no repair)."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from fakes_docmemo import ScriptedLLM as ScriptedCompletionLLM
-from llama_index.core.base.llms.types import ChatMessage, ChatResponse, ImageBlock
+from fakes_docmemo import NativeScriptedLLM, ScriptedChatLLM
 from llama_index.core.schema import NodeWithScore
 from PIL import Image
 
@@ -20,24 +21,8 @@ from llama_index_docmemo.reasoning.vlm import VLMReasoner
 from llama_index_docmemo.types import PageInput, PageRecord, PageRef
 
 
-class ScriptedLLM:
-    """Answers chat/achat from a list of strings and records the messages and options."""
-
-    def __init__(self, replies: list[str], max_images_per_prompt: int | None = None) -> None:
-        self.replies = list(replies)
-        self.calls: list[tuple[list[ChatMessage], dict]] = []
-        if max_images_per_prompt is not None:
-            self.max_images_per_prompt = max_images_per_prompt
-
-    def chat(self, messages, **kwargs) -> ChatResponse:
-        self.calls.append((list(messages), kwargs))
-        return ChatResponse(message=ChatMessage(role="assistant", content=self.replies.pop(0)))
-
-    async def achat(self, messages, **kwargs) -> ChatResponse:
-        return self.chat(messages, **kwargs)
-
-    def images(self, call: int) -> list[ImageBlock]:
-        return [b for m in self.calls[call][0] for b in m.blocks if isinstance(b, ImageBlock)]
+def ScriptedLLM(replies: list[str], max_images_per_prompt: int | None = None) -> ScriptedChatLLM:  # noqa: N802
+    return ScriptedChatLLM(replies=replies, max_images_per_prompt=max_images_per_prompt)
 
 
 def good(**fields) -> str:
@@ -66,18 +51,37 @@ def round_input(n_pages: int = 2, **kw) -> ReasoningInput:
 
 def test_one_round_maps_feedback_and_counts_one_call() -> None:
     llm = ScriptedLLM([good()])
-    fb = VLMReasoner(llm).reason(round_input())
+    with counting_llm_calls() as tally:
+        fb = VLMReasoner(llm, images=True).reason(round_input())
     assert fb.useful_pages == [PageRef("r.pdf", 10)] and fb.irrelevant_pages == [
         PageRef("r.pdf", 11)
     ]
-    assert fb.status == "answered" and fb.answer == "$5M" and fb.llm_calls == 1
-    assert len(llm.images(0)) == 2
+    assert fb.status == "answered" and fb.answer == "$5M" and tally.calls == 1
+    assert len(llm.images(0)) == 2 and tally.images == 2
+    assert "JSON schema" in llm.calls[0][0][0].content  # no native form: schema in the prompt
+
+
+def test_an_llm_with_a_native_form_gets_the_reply_model_and_no_schema_in_the_prompt() -> None:
+    llm = NativeScriptedLLM(replies=[good()])
+    fb = VLMReasoner(llm, images=True).reason(round_input())
+    messages, kwargs = llm.calls[0]
+    assert kwargs == {"schema_of": "FeedbackReply"}
+    assert "JSON schema" not in messages[0].content and len(llm.images(0)) == 2
+    assert fb.answer == "$5M"
+
+
+def test_a_native_reply_that_does_not_validate_is_not_repaired() -> None:
+    llm = NativeScriptedLLM(replies=["not json", good()])
+    with counting_llm_calls() as tally:
+        fb = VLMReasoner(llm).reason(round_input())
+    assert fb.status == "need_more" and fb.useful_pages == [] and tally.calls == 1
 
 
 def test_malformed_reply_is_repaired_once_without_images() -> None:
     llm = ScriptedLLM(["Sure! The answer is $5M.", good()])
-    fb = VLMReasoner(llm).reason(round_input())
-    assert fb.answer == "$5M" and fb.llm_calls == 2
+    with counting_llm_calls() as tally:
+        fb = VLMReasoner(llm, images=True).reason(round_input())
+    assert fb.answer == "$5M" and tally.calls == 2
     repair_text = llm.calls[1][0][-1].content
     assert "no JSON object" in repair_text and "The answer is $5M" in repair_text
     assert llm.images(1) == []
@@ -85,8 +89,9 @@ def test_malformed_reply_is_repaired_once_without_images() -> None:
 
 def test_malformed_twice_is_a_round_without_feedback() -> None:
     llm = ScriptedLLM(["nope", '{"useful_pages": "all"}'])
-    fb = VLMReasoner(llm).reason(round_input())
-    assert fb.status == "need_more" and fb.llm_calls == 2
+    with counting_llm_calls() as tally:
+        fb = VLMReasoner(llm).reason(round_input())
+    assert fb.status == "need_more" and tally.calls == 2
     assert fb.useful_pages == [] and fb.answer is None
 
 
@@ -98,7 +103,7 @@ def test_images_stay_within_the_llm_cap_pages_first() -> None:
         bbox=(0, 0, 1, 1),
         load_image=lambda: Image.new("RGB", (50, 50)),
     )
-    VLMReasoner(llm).reason(round_input(5, crops=[crop]))
+    VLMReasoner(llm, images=True).reason(round_input(5, crops=[crop]))
     images = llm.images(0)
     assert len(images) == 3 and all(
         Image.open(b.resolve_image()).size == (300, 400) for b in images
@@ -112,26 +117,28 @@ def test_a_page_image_that_fails_to_load_is_sent_as_text() -> None:
     inp = round_input(1)
     inp.pages[0].load_image = broken
     llm = ScriptedLLM([good()])
-    VLMReasoner(llm).reason(inp)
+    VLMReasoner(llm, images=True).reason(inp)
     assert llm.images(0) == [] and "no image of this page" in llm.calls[0][0][-1].content
 
 
 def test_text_only_mode_sends_no_images() -> None:
     llm = ScriptedLLM([good()])
-    VLMReasoner(llm, use_images=False).reason(round_input())
+    VLMReasoner(llm, images=False).reason(round_input())
     assert llm.images(0) == []
+    assert isinstance(llm.calls[0][0][-1].content, str)  # text blocks join: plain string content
 
 
 def test_no_pages_means_no_request() -> None:
     llm = ScriptedLLM([])
     fb = VLMReasoner(llm).reason(ReasoningInput(question="q", query="q", pages=[]))
-    assert fb.status == "need_more" and fb.llm_calls == 0 and llm.calls == []
+    assert fb.status == "need_more" and llm.calls == []
 
 
 async def test_areason_uses_achat() -> None:
     llm = ScriptedLLM(["{bad", good(useful_pages=[2], irrelevant_pages=[])])
-    fb = await VLMReasoner(llm).areason(round_input())
-    assert fb.useful_pages == [PageRef("r.pdf", 11)] and fb.llm_calls == 2
+    with counting_llm_calls() as tally:
+        fb = await VLMReasoner(llm).areason(round_input())
+    assert fb.useful_pages == [PageRef("r.pdf", 11)] and tally.calls == 2
 
 
 def candidates(n: int, summaries: bool = True) -> list[NodeWithScore]:
@@ -143,7 +150,7 @@ def candidates(n: int, summaries: bool = True) -> list[NodeWithScore]:
 
 
 def test_reranker_orders_by_the_llm_then_fills_from_the_callers_order() -> None:
-    llm = ScriptedCompletionLLM(replies=['{"pages": [5, 99, 5, 2]}'])
+    llm = ScriptedChatLLM(replies=['{"pages": [5, 99, 5, 2]}'])
     rr = LLMReranker(llm=llm, top_n=3)
     bundle = RoundQueryBundle(query_str="q", question="the question?", missing=["segment split"])
     with counting_llm_calls() as tally:
@@ -153,13 +160,13 @@ def test_reranker_orders_by_the_llm_then_fills_from_the_callers_order() -> None:
         PageRef("r.pdf", 2),
         PageRef("r.pdf", 1),
     ]
-    assert tally.calls == 1
-    assert "the question?" in llm.prompts[0] and "segment split" in llm.prompts[0]
-    assert "[5] r.pdf, page 5: s5" in llm.prompts[0]
+    assert tally.calls == 1 and tally.images == 0  # text unless told otherwise
+    assert "the question?" in llm.text(0) and "segment split" in llm.text(0)
+    assert "[5] r.pdf, page 5: s5" in llm.text(0)
 
 
 def test_reranker_keeps_the_callers_order_when_replies_stay_malformed() -> None:
-    rr = LLMReranker(llm=ScriptedCompletionLLM(replies=["x", "y"]), top_n=2)
+    rr = LLMReranker(llm=ScriptedChatLLM(replies=["x", "y"]), top_n=2)
     with counting_llm_calls() as tally:
         out = rr.postprocess_nodes(candidates(4, summaries=False), query_str="q")
     assert [node_ref(n) for n in out] == [PageRef("r.pdf", 1), PageRef("r.pdf", 2)]
@@ -167,7 +174,7 @@ def test_reranker_keeps_the_callers_order_when_replies_stay_malformed() -> None:
 
 
 async def test_reranker_async_path_and_prompts() -> None:
-    llm = ScriptedCompletionLLM(replies=['{"pages": [3]}'])
+    llm = ScriptedChatLLM(replies=['{"pages": [3]}'])
     rr = LLMReranker(llm=llm, top_n=2)
     assert set(rr.get_prompts()) == {"system", "reply"}
     from llama_index.core.prompts import PromptTemplate
@@ -175,7 +182,7 @@ async def test_reranker_async_path_and_prompts() -> None:
     rr.update_prompts({"reply": PromptTemplate('Pick {k} pages as {"pages": [...]} PLEASE')})
     out = await rr.apostprocess_nodes(candidates(4), query_str="q")
     assert [node_ref(n).page for n in out] == [3, 1]
-    assert 'Pick 2 pages as {"pages": [...]} PLEASE' in llm.prompts[0]
+    assert 'Pick 2 pages as {"pages": [...]} PLEASE' in llm.text(0)
 
 
 def summary_reply(pages: list[int]) -> str:
@@ -193,16 +200,16 @@ def test_summarizer_batches_pages_and_maps_numbers() -> None:
         for n in range(1, 6)
     ]
     llm = ScriptedLLM([summary_reply([1, 2]), "garbage", "still garbage", summary_reply([5])], 2)
-    out = VLMPageSummarizer(llm, batch_size=4)(schema, pages)
+    out = VLMPageSummarizer(llm, images=True, batch_size=4)(schema, pages)
     assert out == {1: "about 1", 2: "about 2", 5: "about 5"}  # pages 3-4 keep the fallback
     assert len(llm.images(0)) == 2 and len(llm.calls) == 4
 
 
 @pytest.mark.parametrize("with_images", [True, False])
-async def test_summarizer_async_twin(with_images: bool) -> None:
+async def test_summarizer_async(with_images: bool) -> None:
     schema = DocumentSchema(doc_id="r.pdf", doc_version="v", n_pages=2)
     pages = [PageInput(ref=PageRef("r.pdf", n), text=f"t{n}") for n in (1, 2)]
     llm = ScriptedLLM([summary_reply([1, 2])])
-    summarizer = VLMPageSummarizer(llm, with_images=with_images)
+    summarizer = VLMPageSummarizer(llm, images=with_images)
     assert await summarizer.asummarize(schema, pages) == {1: "about 1", 2: "about 2"}
     assert summarizer.llm_calls == 1

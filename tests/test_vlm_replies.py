@@ -1,4 +1,4 @@
-"""Reading VLM replies as untrusted data: JSON extraction, validation, bounds, page-number mapping."""
+"""Reading LLM replies as untrusted data: JSON extraction, validation, bounds, page-number mapping."""
 
 from __future__ import annotations
 
@@ -6,26 +6,33 @@ import json
 
 import pytest
 
-from llama_index_docmemo.reasoning.replies import (
-    FEEDBACK_SCHEMA,
-    RERANK_SCHEMA,
-    SUMMARY_SCHEMA,
-    FeedbackReply,
+from llama_index_docmemo.llms.structured import (
     ReplyError,
+    extract_json,
+    reply_schema,
+    validate_reply,
+)
+from llama_index_docmemo.reasoning.replies import (
+    FeedbackReply,
     ReplyLimits,
     RerankReply,
     SummaryReply,
     clip,
-    extract_json,
-    parse_feedback,
-    parse_rerank,
-    parse_summaries,
-    reply_schema,
+    feedback_of,
+    picks_of,
+    summaries_of,
 )
-from llama_index_docmemo.types import PageRef
+from llama_index_docmemo.types import Feedback, PageRef
+
+FEEDBACK_SCHEMA = reply_schema(FeedbackReply)
 
 REFS = [PageRef("a.pdf", 12), PageRef("a.pdf", 40), PageRef("b.pdf", 3)]
 LIMITS = ReplyLimits()
+
+
+def parse_feedback(text: str, refs: list[PageRef], limits: ReplyLimits) -> Feedback:
+    """What the reader does with a reply's text (in prompt mode; natively the model is given)."""
+    return feedback_of(validate_reply(FeedbackReply, text), refs, limits)
 
 
 def reply(**fields) -> str:
@@ -74,11 +81,10 @@ def test_local_numbers_map_back_to_the_pages_shown() -> None:
         ),
         REFS,
         LIMITS,
-        llm_calls=1,
     )
     assert fb.useful_pages == [REFS[1], REFS[2], REFS[0]]
     assert fb.notes[0].page == REFS[1] and fb.notes[0].fact == "Revenue grew 12%"
-    assert fb.status == "answered" and fb.answer == "12%" and fb.llm_calls == 1
+    assert fb.status == "answered" and fb.answer == "12%"
 
 
 def test_pages_not_shown_are_dropped() -> None:
@@ -90,7 +96,6 @@ def test_pages_not_shown_are_dropped() -> None:
         ),
         REFS,
         LIMITS,
-        llm_calls=1,
     )
     assert fb.useful_pages == [REFS[1]]  # "page 2" and 2.0 both name [2]; the rest were not shown
     assert fb.irrelevant_pages == []
@@ -98,7 +103,7 @@ def test_pages_not_shown_are_dropped() -> None:
 
 
 def test_ten_thousand_useful_pages_are_bounded_by_the_pages_shown() -> None:
-    fb = parse_feedback(reply(useful_pages=list(range(1, 10_001))), REFS, LIMITS, llm_calls=1)
+    fb = parse_feedback(reply(useful_pages=list(range(1, 10_001))), REFS, LIMITS)
     assert fb.useful_pages == REFS
 
 
@@ -113,7 +118,6 @@ def test_oversized_lists_and_strings_are_cut() -> None:
         ),
         REFS,
         limits,
-        llm_calls=1,
     )
     assert len(fb.notes) == 3 and all(len(n.fact) <= 21 for n in fb.notes)
     assert fb.missing == ["x", "x"]
@@ -121,12 +125,12 @@ def test_oversized_lists_and_strings_are_cut() -> None:
 
 
 def test_a_page_labelled_both_ways_keeps_neither_label() -> None:
-    fb = parse_feedback(reply(useful_pages=[1, 2], irrelevant_pages=[2, 3]), REFS, LIMITS, 1)
+    fb = parse_feedback(reply(useful_pages=[1, 2], irrelevant_pages=[2, 3]), REFS, LIMITS)
     assert fb.useful_pages == [REFS[0]] and fb.irrelevant_pages == [REFS[2]]
 
 
 def test_answered_without_an_answer_is_need_more() -> None:
-    fb = parse_feedback(reply(status="answered", answer="  "), REFS, LIMITS, 1)
+    fb = parse_feedback(reply(status="answered", answer="  "), REFS, LIMITS)
     assert fb.status == "need_more" and fb.answer is None
 
 
@@ -139,7 +143,6 @@ def test_instructions_in_the_answer_are_kept_as_text_only() -> None:
         reply(answer=hostile, status="need_more", useful_pages=[], irrelevant_pages=[1]),
         REFS,
         LIMITS,
-        1,
     )
     assert fb.answer == hostile
     assert fb.useful_pages == [] and fb.irrelevant_pages == [REFS[0]]
@@ -147,7 +150,7 @@ def test_instructions_in_the_answer_are_kept_as_text_only() -> None:
 
 
 def test_numbers_where_text_is_expected_become_text() -> None:
-    fb = parse_feedback(reply(answer=42, status="answered"), REFS, LIMITS, 1)
+    fb = parse_feedback(reply(answer=42, status="answered"), REFS, LIMITS)
     assert fb.answer == "42"
 
 
@@ -162,11 +165,11 @@ def test_numbers_where_text_is_expected_become_text() -> None:
 )
 def test_a_reply_off_the_schema_is_an_error_for_the_repair_prompt(bad: str) -> None:
     with pytest.raises(ReplyError, match="schema"):
-        parse_feedback(bad, REFS, LIMITS, 1)
+        parse_feedback(bad, REFS, LIMITS)
 
 
 def test_unknown_keys_are_ignored() -> None:
-    fb = parse_feedback(reply(useful_pages=[1], tool_call={"name": "delete"}), REFS, LIMITS, 1)
+    fb = parse_feedback(reply(useful_pages=[1], tool_call={"name": "delete"}), REFS, LIMITS)
     assert fb.useful_pages == [REFS[0]]
 
 
@@ -186,16 +189,9 @@ def _objects(node):
             yield from _objects(value)
 
 
-@pytest.mark.parametrize(
-    ("schema", "model"),
-    [
-        (FEEDBACK_SCHEMA, FeedbackReply),
-        (RERANK_SCHEMA, RerankReply),
-        (SUMMARY_SCHEMA, SummaryReply),
-    ],
-)
-def test_reply_schemas_are_generated_from_the_models_and_strict(schema, model) -> None:
-    assert schema == reply_schema(model)
+@pytest.mark.parametrize("model", [FeedbackReply, RerankReply, SummaryReply])
+def test_reply_schemas_are_strict_and_in_the_models_writing_order(model) -> None:
+    schema = reply_schema(model)
     assert list(schema["properties"]) == list(model.model_fields)  # the writing order
     text = json.dumps(schema)
     assert "$ref" not in text and "$defs" not in text and '"default"' not in text
@@ -218,7 +214,8 @@ def test_page_numbers_are_plain_integers_in_the_schema_and_lenient_in_replies() 
 
 def test_rerank_keeps_shown_candidates_in_order_without_repeats() -> None:
     refs = [PageRef("a.pdf", p) for p in range(1, 11)]
-    assert parse_rerank('{"pages": [3, 3, 42, 1, "[7]", 0, 2]}', refs, k=3) == [
+    picked = validate_reply(RerankReply, '{"pages": [3, 3, 42, 1, "[7]", 0, 2]}')
+    assert picks_of(picked, refs, k=3) == [
         refs[2],
         refs[0],
         refs[6],
@@ -236,7 +233,8 @@ def test_summaries_map_to_real_page_numbers() -> None:
             ]
         }
     )
-    assert parse_summaries(text, [14, 15], LIMITS) == {14: "Balance sheet for 2023."}
+    summaries = validate_reply(SummaryReply, text)
+    assert summaries_of(summaries, [14, 15], LIMITS) == {14: "Balance sheet for 2023."}
 
 
 def test_clip_cuts_at_a_word_boundary() -> None:

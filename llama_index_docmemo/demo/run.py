@@ -45,7 +45,7 @@ def run_demo(
     """Write the demo report, index it (once) under ``cache_dir``, and answer the demo questions.
 
     Args:
-        cache_dir: where the PDF and the embedded store live (default ``$DOCMEMO_CACHE/demo``, else ``~/.cache/llama-index-docmemo/demo``).
+        cache_dir: where the PDF and the embedded store live (default ``demo`` in the cache folder, ``$DOCMEMO_CACHE_DIR``).
         llm: a VLM to reason with; None uses the offline reasoner (no model, no key).
         out: where the per-round summary is written.
     """

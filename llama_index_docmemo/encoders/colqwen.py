@@ -3,7 +3,8 @@
 A page keeps only the vectors of its image tokens: the prompt's text tokens carry no page
 content and left-padding rows are all zeros (they would score nothing in MaxSim and break
 cosine distance), so both are dropped by the input ids and the attention mask before storing.
-The pooled first-stage vector is the normalised mean of those image-token vectors. torch and
+The pooled first-stage vector is the normalised mean of those image-token vectors; the grid's
+(rows, columns) travel with the page, for the store's ``rows_cols`` layout. torch and
 colpali-engine are imported lazily: ``pip install 'llama-index-docmemo[colqwen]'``.
 """
 
@@ -186,9 +187,9 @@ class ColQwenEncoder(PageEncoder):
             out = self.model(**batch)
         return out.float().cpu().numpy(), batch["input_ids"].cpu().numpy()
 
-    def _embedding(self, rows: np.ndarray) -> PageEmbedding:
+    def _embedding(self, rows: np.ndarray, grid: tuple[int, int] | None = None) -> PageEmbedding:
         vectors = _rounded(rows, self.storage_dtype)
-        return PageEmbedding(multivector=vectors, pooled=pool_mean(vectors))
+        return PageEmbedding(multivector=vectors, pooled=pool_mean(vectors), grid=grid)
 
     def page_grid(self, image_size: tuple[int, int]) -> tuple[int, int]:
         """(columns, rows) of the image-token grid of an image of (width, height); row-major."""
@@ -212,7 +213,7 @@ class ColQwenEncoder(PageEncoder):
                         f"page {page.ref}: {int(page_keep.sum())} image tokens, expected "
                         f"{columns}x{grid_rows} from its {image.size[0]}x{image.size[1]} image"
                     )
-                embeddings.append(self._embedding(rows[page_keep]))
+                embeddings.append(self._embedding(rows[page_keep], grid=(grid_rows, columns)))
         return embeddings
 
     def encode_queries(self, queries: Sequence[str]) -> list[QueryEmbedding]:

@@ -30,6 +30,7 @@ from llama_index_docmemo.evaluation.configs import ABLATIONS, EngineConfigs
 from llama_index_docmemo.evaluation.datasets import QAItem
 from llama_index_docmemo.evaluation.metrics import QuestionRun
 from llama_index_docmemo.evaluation.orders import next_in_ranking, next_neighbours
+from llama_index_docmemo.events import counting_llm_calls
 from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
 from llama_index_docmemo.store.base import PageStore
 from llama_index_docmemo.trace import QueryTrace
@@ -159,12 +160,12 @@ class FirstRoundRanking:
         self.config = config
 
     def records(self, item: QAItem, depth: int) -> list[PageRecord]:
-        """At least ``config.candidates`` and up to ``depth`` pages of the ranking."""
+        """At least ``config.selection.candidates`` and up to ``depth`` pages of the ranking."""
         hits = self.store.search(
             self.encoder.encode_query(item.question),
-            limit=max(self.config.candidates, depth),
+            limit=max(self.config.selection.candidates, depth),
             page_filter=PageFilter(doc_ids=(item.doc,)),
-            prefetch_limit=self.config.prefetch,
+            prefetch_limit=self.config.selection.prefetch,
         )
         hits = sorted(hits, key=lambda h: (-h.score, h.record.doc_id, h.record.page))
         return [h.record for h in hits]
@@ -237,27 +238,30 @@ class RankingEngine(EvalEngine):
         order = [record.ref for record in ranked]
         state = _Reading(records={record.ref: record for record in ranked})
         n_pages = self.ranking.n_pages(item.doc)
-        min_unanswerable = self.ranking.config.min_rounds_before_unanswerable
+        min_unanswerable = self.ranking.config.loop.min_rounds_before_unanswerable
         for round_ in range(1, self.rounds + 1):
             records = self._fetch(item, state, self._next(item, state, order))
             if not records:
                 state.stop_reason = "no_candidates"
                 break
             final = round_ == self.rounds
-            feedback = reasoner.reason(
-                ReasoningInput(
-                    question=item.question,
-                    query=item.question,
-                    pages=[PageView(ref=r.ref, text=r.text, section=r.section) for r in records],
-                    round=round_,
-                    final_round=final,
-                    pages_read_total=len(state.read),
-                    pages_in_scope=n_pages,
+            with counting_llm_calls() as tally:
+                feedback = reasoner.reason(
+                    ReasoningInput(
+                        question=item.question,
+                        query=item.question,
+                        pages=[
+                            PageView(ref=r.ref, text=r.text, section=r.section) for r in records
+                        ],
+                        round=round_,
+                        final_round=final,
+                        pages_read_total=len(state.read),
+                        pages_in_scope=n_pages,
+                    )
                 )
-            )
             shown = [r.ref for r in records]
             state.reads.append(shown)
-            state.llm_calls += feedback.llm_calls
+            state.llm_calls += tally.calls
             state.useful += [
                 ref for ref in feedback.useful_pages if ref in shown and ref not in state.useful
             ]

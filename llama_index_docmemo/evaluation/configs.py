@@ -15,10 +15,18 @@ from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.levers.variants import LEVER_VARIANTS
 
 
+def flat_settings(config: DocMemoConfig) -> dict[str, Any]:
+    """Every setting of ``config`` by its flat name (``rounds``, ``candidates``, ...)."""
+    return {
+        name: getattr(getattr(config, group), name)
+        for name, group in DocMemoConfig.setting_names().items()
+    }
+
+
 def _paper_settings() -> dict[str, Any]:
-    """The fields where the paper's settings differ from the defaults."""
-    paper, default = DocMemoConfig.paper().model_dump(), DocMemoConfig().model_dump()
-    return {key: value for key, value in paper.items() if default[key] != value}
+    """The settings where the paper's differ from the defaults."""
+    paper, default = flat_settings(DocMemoConfig.paper()), flat_settings(DocMemoConfig())
+    return {name: value for name, value in paper.items() if default[name] != value}
 
 
 ABLATIONS: dict[str, dict[str, Any]] = {
@@ -40,7 +48,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
 
 def check_overrides(overrides: Mapping[str, Any]) -> None:
     """Raise ValueError naming ``--set`` keys that are not ``DocMemoConfig`` fields."""
-    unknown = sorted(set(overrides) - set(DocMemoConfig.model_fields))
+    unknown = sorted(set(overrides) - set(DocMemoConfig.setting_names()))
     if unknown:
         raise ValueError(f"--set names unknown DocMemoConfig field(s): {', '.join(unknown)}")
 

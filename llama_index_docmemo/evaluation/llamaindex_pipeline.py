@@ -26,6 +26,7 @@ from llama_index_docmemo._extras import require
 from llama_index_docmemo.evaluation.baselines import STOCK_ENGINES, EngineOutput, EvalEngine
 from llama_index_docmemo.evaluation.datasets import QAItem
 from llama_index_docmemo.evaluation.metrics import QuestionRun
+from llama_index_docmemo.events import counting_llm_calls
 from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
 from llama_index_docmemo.types import PageFilter, PageRef
 
@@ -175,16 +176,17 @@ class StockLlamaIndexEngine(EvalEngine):
         if not pages:
             return EngineOutput(QuestionRun(self.name, item.qid, reads=[[]], status="no_text"))
         refs = [PageRef(item.doc, page) for page in pages]
-        feedback = reasoner.reason(
-            ReasoningInput(
-                question=item.question,
-                query=item.question,
-                pages=[PageView(ref=ref, text=page_text.get(ref.page, "")) for ref in refs],
-                round=1,
-                final_round=True,
-                pages_in_scope=len(page_text),
+        with counting_llm_calls() as tally:
+            feedback = reasoner.reason(
+                ReasoningInput(
+                    question=item.question,
+                    query=item.question,
+                    pages=[PageView(ref=ref, text=page_text.get(ref.page, "")) for ref in refs],
+                    round=1,
+                    final_round=True,
+                    pages_in_scope=len(page_text),
+                )
             )
-        )
         return EngineOutput(
             QuestionRun(
                 engine=self.name,
@@ -194,7 +196,7 @@ class StockLlamaIndexEngine(EvalEngine):
                 answer=feedback.answer,
                 status=feedback.status,
                 stop_reason="static",
-                llm_calls=feedback.llm_calls,
+                llm_calls=tally.calls,
                 seconds=time.perf_counter() - start,
             )
         )

@@ -4,8 +4,10 @@
 1-based page number as a string); ``PDFReader`` gives ``file_name`` and ``page_label`` (the printed label,
 which may be "iv"), and ``SimpleDirectoryReader`` adds ``file_path``. Documents are grouped by file, pages
 numbered from ``source``/``page_number``/``page`` when every Document has one, else by their order.
-When the file itself is readable it also supplies the outline, page sizes, the content hash and OCR text
-for pages the reader left empty; otherwise the version is a hash of the page texts.
+When the file is a readable PDF it also supplies the outline, page sizes, the content hash and OCR text
+for pages the reader left empty (and the pages themselves when the reader gave the file as one text);
+otherwise the version is a hash of the page texts, and one long text without pages (a Markdown or
+Word file from ``SimpleDirectoryReader``) is cut into pages of about 3,000 characters.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ if TYPE_CHECKING:
     from llama_index.core.schema import Document
 
 _PAGE_KEYS = ("source", "page_number", "page")
+
+PAGE_CHARS = 3000
+"""About one printed page: the size of the pages a long text without pages is cut into."""
 
 
 def document_file(document: Document) -> tuple[str, str]:
@@ -68,10 +73,44 @@ def _text_version(texts: dict[int, str]) -> str:
     return digest.hexdigest()
 
 
+def split_pages(text: str, size: int = PAGE_CHARS) -> dict[int, str]:
+    """A long text without pages (a Markdown or Word file) cut into pages of about ``size``
+    characters at paragraph, else line, else word boundaries, so that retrieval and reading
+    work page by page as they do for a PDF."""
+    pages: list[str] = []
+    rest = text.strip()
+    while len(rest) > size:
+        head = rest[: size + size // 2]
+        cut = next(
+            (i for sep in ("\n\n", "\n", " ") if (i := head.rfind(sep, size // 2)) > 0),
+            size,
+        )
+        pages.append(rest[:cut].strip())
+        rest = rest[cut:].strip()
+    pages.append(rest)
+    return {n: page for n, page in enumerate(pages, start=1)}
+
+
+def _unpaged(documents: Sequence[Document]) -> bool:
+    """One Document with no page number: a reader that gave the whole file as one text."""
+    return len(documents) == 1 and _page_number(documents[0]) is None
+
+
 def _parse_group(
     doc_id: str, source: str, documents: Sequence[Document], ocr: OcrEngine | None
 ) -> ParsedDocument:
     texts = _page_texts(documents)
+    from_file: ParsedDocument | None = None
+    if source.lower().endswith(".pdf") and os.path.isfile(source):
+        try:
+            from_file = read_pdf(source, doc_id=doc_id, ocr=ocr)
+        except IngestError:
+            from_file = None  # the reader managed where MuPDF did not: keep the reader's text
+    if _unpaged(documents):
+        if from_file is not None and from_file.n_pages > 1:  # its pages come from the file
+            texts = {p.page: p.text for p in from_file.pages}
+        elif from_file is None and len(texts[1]) > PAGE_CHARS * 3 // 2:
+            texts = split_pages(texts[1])
     total = max(
         [max(texts)]
         + [
@@ -80,12 +119,6 @@ def _parse_group(
             if isinstance(d.metadata.get("total_pages"), int)
         ]
     )
-    from_file: ParsedDocument | None = None
-    if os.path.isfile(source):
-        try:
-            from_file = read_pdf(source, doc_id=doc_id, ocr=ocr)
-        except IngestError:
-            from_file = None  # the reader managed where MuPDF did not: keep the reader's text
     file_pages = {p.page: p for p in from_file.pages} if from_file else {}
     pages: list[ParsedPage] = []
     for number, text in texts.items():
@@ -110,26 +143,33 @@ def _parse_group(
     )
 
 
-def _doc_ids(sources: Sequence[str]) -> dict[str, str]:
-    """Doc id of each source: its path relative to the sources' common folder (files that exist),
-    else the name it was given."""
+def _doc_ids(sources: Sequence[str], root: str | os.PathLike[str] | None) -> dict[str, str]:
+    """Doc id of each source: its path relative to ``root`` (default: the sources' common
+    folder) for files that exist ("" for a file outside ``root``), else the name it was given."""
     files = [s for s in sources if os.path.isfile(s)]
-    common = (
-        os.path.commonpath([os.path.dirname(os.path.abspath(f)) for f in files]) if files else ""
-    )
+    if root is not None:
+        common = os.path.abspath(root)
+    else:
+        dirs = [os.path.dirname(os.path.abspath(f)) for f in files]
+        common = os.path.commonpath(dirs) if dirs else ""
     ids = {s: Path(s).name for s in sources}
     for file in files:
-        ids[file] = Path(os.path.relpath(os.path.abspath(file), common)).as_posix()
+        relative = os.path.relpath(os.path.abspath(file), common)
+        ids[file] = "" if relative.startswith(os.pardir) else Path(relative).as_posix()
     return ids
 
 
 def parse_documents(
-    documents: Sequence[Document], *, ocr: OcrEngine | None = None
+    documents: Sequence[Document],
+    *,
+    ocr: OcrEngine | None = None,
+    root: str | os.PathLike[str] | None = None,
 ) -> tuple[list[ParsedDocument], list[IngestError]]:
     """Group page Documents by file and read each group; Documents that name no file are failures.
 
-    Doc ids are paths relative to the files' common folder (:func:`_doc_ids`); sources of files
-    that exist are stored as absolute paths, so pages render from any working directory.
+    Doc ids are paths relative to ``root``, by default the files' common folder (:func:`_doc_ids`);
+    sources of files that exist are stored as absolute paths, so pages render from any working
+    directory.
     """
     named: list[tuple[str, Document]] = []
     failures: list[IngestError] = []
@@ -138,9 +178,12 @@ def parse_documents(
             named.append((document_file(document)[1], document))
         except IngestError as exc:
             failures.append(exc)
-    ids = _doc_ids(list(dict.fromkeys(source for source, _ in named)))
+    ids = _doc_ids(list(dict.fromkeys(source for source, _ in named)), root)
     groups: dict[str, tuple[str, list[Document]]] = {}
     for source, document in named:
+        if not ids[source]:
+            failures.append(IngestError(source, f"is not inside {root}, which ids are relative to"))
+            continue
         absolute = os.path.abspath(source) if os.path.isfile(source) else source
         groups.setdefault(ids[source], (absolute, []))[1].append(document)
     parsed: list[ParsedDocument] = []

@@ -1,9 +1,9 @@
-"""Levers on DocMemo's loop (issue 14), each a pure module behind a switch in ``DocMemoConfig``.
+"""Levers on DocMemo's loop (issue 14), each a pure module behind a switch in ``LeverSettings``.
 
-- :mod:`.fusion`: fuse the question's ranking with other rankings of later rounds.
-- :mod:`.subqueries`: split a multi-part question into parts searched on their own.
-- :mod:`.budget`: the pages read per round (budget shape at a fixed total).
-- :mod:`.priors`: a Beta prior calibrated from the first-stage retrieval score.
+- :mod:`.question_refs`: pages the question names ("page 25", "the cover", "Figure 9").
 - :mod:`.structure`: propagation along the document's reference graph.
-- :mod:`.rounds`: the one hook the loop calls (store I/O for the levers that search).
+- :mod:`.subqueries`: split a multi-part question into parts searched on their own.
+- :mod:`.financial`: the primary statements a financial metric is computed from.
+- :mod:`.fusion`: fuse the question's ranking with the levers' rankings in later rounds.
+- :mod:`.rounds`: the one hook the loop calls (the store and encoder I/O, as steps).
 """

@@ -28,6 +28,9 @@ LEVER_SETTINGS: dict[str, dict[str, Any]] = {
     "subqueries": {"subqueries": True, "subquery_weight": 0.7},
     "statements": {"statement_weight": 0.7},
 }
+"""The levers kept. Feedback search in vector space (recommend / discovery), the wider pool,
+the budget shape, the schema-field BM25 and calibrated priors lost their measurement on the
+tuning half and were removed with their code (README, "Levers")."""
 
 COMBINED: dict[str, Any] = {
     "question_reference_weight": 3.0,

@@ -29,7 +29,7 @@ from typing import TypeVar
 
 import httpx
 
-from llama_index_docmemo.llms.structured import names_response_format
+from llama_index_docmemo.llms.structured import names_response_format, refuses_content
 
 T = TypeVar("T")
 
@@ -178,13 +178,15 @@ class _DeadlineStream(httpx.SyncByteStream):
 
 
 def _refusal_not_retried(response: httpx.Response) -> httpx.Response:
-    """A 5xx whose body names the response format, marked ``x-should-retry: false``.
+    """A 5xx refusing the request's form, marked ``x-should-retry: false``.
 
-    llama-cpp-python refuses an unsupported ``response_format`` with HTTP 500; the ``openai``
-    client would retry that as a server fault. The header is the client's own switch for
-    "do not retry this"; the caller then falls back to another structured mode.
+    llama-cpp-python refuses an unsupported ``response_format``, and list content for a text
+    model, with HTTP 500; the ``openai`` client would retry that as a server fault. The header
+    is the client's own switch for "do not retry this"; the caller then asks in another form
+    (structured mode, or text only).
     """
-    if names_response_format(response.status_code, response.text):
+    text = response.text
+    if names_response_format(response.status_code, text) or refuses_content(text):
         response.headers["x-should-retry"] = "false"
     return response
 

@@ -2,10 +2,11 @@
 
 What it adds to ``OpenAILike``:
 
-- **structured output on every common server** (:meth:`OpenAICompatible.structured_chat`): the
+- **structured output on every common server**, behind LlamaIndex's own interface
+  (``structured_predict`` / ``astructured_predict``, so any LlamaIndex code gets it): the
   ``structured_mode`` setting, with "auto" falling back from ``json_schema`` to llama.cpp's
   ``json_object`` + schema to the schema in the prompt when a server refuses the form, and
-  remembering per server what worked (``llms/structured.py``, ``llms/servers.py``);
+  remembering per server what worked (``llms/structured_predict.py``, ``llms/servers.py``);
 - **a total deadline per request** (``request_deadline``, ``llms/deadline.py``) on top of the
   ``openai`` client's own per-read ``timeout`` and ``max_retries`` (connection errors, timeouts,
   408/409/429/5xx, exponential backoff, ``Retry-After``): the client's retries are the only
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,9 +40,8 @@ from llama_index.llms.openai.utils import from_openai_message, to_openai_message
 from llama_index.llms.openai_like import OpenAILike
 
 from llama_index_docmemo.errors import LLMError
-from llama_index_docmemo.llms.context import ContextBudget, ContextWindowError, parse_overflow
+from llama_index_docmemo.llms.context import ContextBudget, ContextWindowError
 from llama_index_docmemo.llms.deadline import (
-    TOTAL_DEADLINE_PASSED,
     AsyncDeadlineTransport,
     DeadlineExceeded,
     DeadlineTransport,
@@ -53,86 +52,30 @@ from llama_index_docmemo.llms.deadline import (
     header,
     iterate_with_deadline,
 )
+from llama_index_docmemo.llms.environment import (
+    ENV_API_KEY,
+    ENV_CONTEXT_WINDOW,
+    ENV_DEADLINE,
+    ENV_IMAGES,
+    ENV_MAX_TOKENS,
+    ENV_MODEL,
+    ENV_STRUCTURED_MODE,
+    ENV_TIMEOUT,
+    ENV_URL,
+    env_flag,
+    env_float,
+    env_int,
+    env_text,
+)
+from llama_index_docmemo.llms.failures import describe, llm_failure
 from llama_index_docmemo.llms.images import MAX_IMAGE_SIDE, png_image_block
 from llama_index_docmemo.llms.servers import SERVERS
-from llama_index_docmemo.llms.structured import (
-    AUTO_ORDER,
-    StructuredMode,
-    names_response_format,
-    next_mode,
-    normalise_mode,
-    request_options,
-    with_schema_in_prompt,
-)
+from llama_index_docmemo.llms.structured import StructuredMode, normalise_mode
+from llama_index_docmemo.llms.structured_predict import ServerStructuredOutput
 
 logger = logging.getLogger(__name__)
 
-ENV_URL = "DOCMEMO_LLM_URL"
-ENV_MODEL = "DOCMEMO_LLM_MODEL"
-ENV_API_KEY = "DOCMEMO_LLM_API_KEY"
-ENV_STRUCTURED_MODE = "DOCMEMO_LLM_STRUCTURED_MODE"
-ENV_CONTEXT_WINDOW = "DOCMEMO_LLM_CONTEXT_WINDOW"
-ENV_MAX_TOKENS = "DOCMEMO_LLM_MAX_TOKENS"
-ENV_DEADLINE = "DOCMEMO_LLM_DEADLINE"
-ENV_TIMEOUT = "DOCMEMO_LLM_TIMEOUT"
-ENV_IMAGES = "DOCMEMO_LLM_IMAGES"
-
 DEFAULT_CONTEXT_WINDOW = 32768
-_RETRIED_STATUS = frozenset({408, 409, 429})
-
-
-def _env_number(name: str, kind: type[int] | type[float]) -> Any:
-    raw = os.environ.get(name)
-    if raw is None or not raw.strip():
-        return None
-    try:
-        return kind(raw)
-    except ValueError:
-        raise LLMError(f"${name}={raw!r} is not a number") from None
-
-
-def _env_flag(name: str) -> bool | None:
-    raw = os.environ.get(name)
-    if raw is None or not raw.strip():
-        return None
-    return raw.strip().lower() not in ("0", "false", "no", "off")
-
-
-def _status(exc: BaseException | None) -> int | None:
-    return exc.status_code if isinstance(exc, openai.APIStatusError) else None
-
-
-def _error_text(exc: BaseException) -> str:
-    """The server's error message, from the body when it has one."""
-    if isinstance(exc, openai.APIStatusError):
-        body = exc.body
-        if isinstance(body, dict):
-            inner = body.get("error", body)
-            message = inner.get("message") if isinstance(inner, dict) else inner
-            if message:
-                return str(message)
-        return str(exc.message)
-    return str(exc)
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, openai.APITimeoutError):
-        return "timed out"
-    if isinstance(exc, openai.APIConnectionError):
-        return f"could not connect ({exc.__cause__ or exc})"
-    if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code}: {' '.join(_error_text(exc).split())[:500]}"
-    return f"{type(exc).__name__}: {exc}"
-
-
-def _retried(exc: BaseException) -> bool:
-    """Whether the ``openai`` client retries this failure (so it made several attempts)."""
-    if isinstance(exc, openai.APIConnectionError):
-        return True
-    status = _status(exc)
-    if status is None or names_response_format(status, _error_text(exc)):
-        return False  # a refusal of the response format is marked not-to-retry (deadline.py)
-    return status in _RETRIED_STATUS or status >= 500
 
 
 def _usage(response: Any) -> dict[str, int]:
@@ -146,7 +89,7 @@ def _usage(response: Any) -> dict[str, int]:
     }
 
 
-class OpenAICompatible(OpenAILike):
+class OpenAICompatible(ServerStructuredOutput, OpenAILike):
     """A chat model behind any OpenAI-compatible ``/v1/chat/completions`` endpoint.
 
     Every argument falls back to an environment variable, then a default.
@@ -157,7 +100,7 @@ class OpenAICompatible(OpenAILike):
         api_key: the server's key (``$DOCMEMO_LLM_API_KEY``, else "EMPTY").
         structured_mode: "auto" (default, ``$DOCMEMO_LLM_STRUCTURED_MODE``), "json_schema",
             "structured_outputs" / "guided_json" (vLLM's fields), "json_object" (llama.cpp) or
-            "prompt" (schema in the system turn; the caller repairs).
+            "prompt" (schema in the system turn, one repair request).
         context_window: tokens the model holds (``$DOCMEMO_LLM_CONTEXT_WINDOW``); unset: the
             server's own figure when its model list gives one, else 32768, corrected by the
             server's overflow error.
@@ -205,30 +148,30 @@ class OpenAICompatible(OpenAILike):
         default_model: str | None = None,
         **kwargs: Any,
     ) -> None:
-        api_base = api_base or os.environ.get(ENV_URL)
+        api_base = api_base or env_text(ENV_URL)
         if not api_base:
             raise LLMError(
                 f"{type(self).__name__} needs the URL of an OpenAI-compatible server: pass "
                 f"api_base= or set {ENV_URL} (e.g. http://127.0.0.1:8000/v1)"
             )
-        model = model or os.environ.get(ENV_MODEL) or default_model
+        model = model or env_text(ENV_MODEL) or default_model
         if not model:
             raise LLMError(f"no model name for {api_base}: pass model= or set {ENV_MODEL}")
-        window = context_window or _env_number(ENV_CONTEXT_WINDOW, int)
-        images = _env_flag(ENV_IMAGES) if multimodal is None else multimodal
+        window = context_window or env_int(ENV_CONTEXT_WINDOW)
+        images = env_flag(ENV_IMAGES) if multimodal is None else multimodal
         super().__init__(
             model=model,
             api_base=api_base.rstrip("/"),
-            api_key=api_key or os.environ.get(ENV_API_KEY) or "EMPTY",
+            api_key=api_key or env_text(ENV_API_KEY) or "EMPTY",
             is_chat_model=True,
             is_function_calling_model=False,
             context_window=window or DEFAULT_CONTEXT_WINDOW,
-            max_tokens=max_tokens or _env_number(ENV_MAX_TOKENS, int) or 2048,
+            max_tokens=max_tokens or env_int(ENV_MAX_TOKENS) or 2048,
             temperature=temperature,
-            timeout=timeout or _env_number(ENV_TIMEOUT, float) or 120.0,
+            timeout=timeout or env_float(ENV_TIMEOUT) or 120.0,
             max_retries=max_retries,
-            structured_mode=structured_mode or os.environ.get(ENV_STRUCTURED_MODE) or "auto",
-            request_deadline=request_deadline or _env_number(ENV_DEADLINE, float) or 180.0,
+            structured_mode=structured_mode or env_text(ENV_STRUCTURED_MODE) or "auto",
+            request_deadline=request_deadline or env_float(ENV_DEADLINE) or 180.0,
             multimodal=True if images is None else images,
             http_client=openai.DefaultHttpxClient(transport=DeadlineTransport()),
             async_http_client=openai.DefaultAsyncHttpxClient(transport=AsyncDeadlineTransport()),
@@ -241,10 +184,6 @@ class OpenAICompatible(OpenAILike):
         return "OpenAICompatible"
 
     # -- request shaping ----------------------------------------------------------------------
-    def image_block(self, image: Any) -> ImageBlock:
-        """``image`` (PIL) as a PNG block within this server's size limit."""
-        return png_image_block(image, self.max_image_side)
-
     def _prepare(self, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
         """Check the image cap and bring every inline image to PNG within ``max_image_side``."""
         count = sum(isinstance(b, ImageBlock) for m in messages for b in m.blocks)
@@ -278,7 +217,7 @@ class OpenAICompatible(OpenAILike):
             if image.format == "PNG" and max(image.size) <= self.max_image_side:
                 return block
             image.load()
-            return self.image_block(image)
+            return png_image_block(image, self.max_image_side)
 
     # -- context window -------------------------------------------------------------------------
     def context_budget(self) -> ContextBudget:
@@ -288,10 +227,10 @@ class OpenAICompatible(OpenAILike):
         or an overflow error), else 32768; the characters-per-token ratio tightens after an
         overflow error. Reads the model list once per server (a short request).
         """
-        facts = SERVERS.get(self.api_base)
+        facts = SERVERS.get(self.server)
         if not self._window_is_set and not facts.models_checked:
             facts = SERVERS.update(
-                self.api_base,
+                self.server,
                 models_checked=True,
                 context_window=facts.context_window or self._served_window(),
             )
@@ -313,7 +252,7 @@ class OpenAICompatible(OpenAILike):
             client = self._get_client().with_options(timeout=10.0, max_retries=0)
             models = client.models.list()
         except openai.OpenAIError as exc:
-            logger.info("%s: model list not readable (%s)", self.api_base, _describe(exc))
+            logger.info("%s: model list not readable (%s)", self.api_base, describe(exc))
             return None
         for entry in models.data:
             if entry.id != self.model:
@@ -327,26 +266,17 @@ class OpenAICompatible(OpenAILike):
 
     # -- errors -------------------------------------------------------------------------------
     def _failure(self, exc: BaseException) -> LLMError:
-        """The :class:`LLMError` for a failed request (context overflows are learned)."""
-        where = f"LLM endpoint {self.api_base} (model {self.model})"
-        if isinstance(exc, DeadlineExceeded) or TOTAL_DEADLINE_PASSED in str(exc):
-            return LLMError(
-                f"{where} did not answer within the total request deadline of "
-                f"{self.request_deadline:g}s (request_deadline / {ENV_DEADLINE})"
-            )
-        if isinstance(exc, openai.APIStatusError):
-            overflow = parse_overflow(_error_text(exc), self.max_tokens or 0)
-            if overflow is not None:
-                window, prompt_tokens = overflow
-                SERVERS.update(self.api_base, context_window=window)
-                return ContextWindowError(
-                    f"{where}: the prompt ({prompt_tokens} tokens) does not fit the context "
-                    f"window of {window} tokens with {self.max_tokens} kept for the reply",
-                    window=window,
-                    prompt_tokens=prompt_tokens,
-                )
-        retried = f"(retried up to {self.max_retries} times)" if _retried(exc) else "(not retried)"
-        return LLMError(f"{where} {_describe(exc)} {retried}")
+        """The :class:`LLMError` for a failed request (an overflow teaches the window)."""
+        failure = llm_failure(
+            exc,
+            where=f"LLM endpoint {self.api_base} (model {self.model})",
+            deadline=self.request_deadline,
+            max_retries=self.max_retries,
+            reply_tokens=self.max_tokens or 0,
+        )
+        if isinstance(failure, ContextWindowError) and failure.window:
+            SERVERS.update(self.server, context_window=failure.window)
+        return failure
 
     # -- transport: the openai client's retries, one total deadline ----------------------------
     @staticmethod
@@ -415,78 +345,3 @@ class OpenAICompatible(OpenAILike):
                 raise self._failure(exc) from exc
 
         return guarded()
-
-    # -- structured output ----------------------------------------------------------------------
-    def structured_mode_now(self) -> str:
-        """The concrete mode the next structured request uses."""
-        if self.structured_mode != "auto":
-            return self.structured_mode
-        return SERVERS.get(self.api_base).structured_mode or AUTO_ORDER[0]
-
-    def _structured(
-        self, messages: Sequence[ChatMessage], schema: dict[str, Any], mode: str, name: str
-    ) -> tuple[list[ChatMessage], dict[str, Any]]:
-        if mode == "prompt":
-            return with_schema_in_prompt(messages, schema), {}
-        return list(messages), request_options(mode, schema, name)
-
-    def _fallback(self, exc: LLMError, mode: str) -> str | None:
-        """The next mode when "auto" was refused in ``mode``; None to re-raise ``exc``."""
-        cause = exc.__cause__
-        if self.structured_mode != "auto" or cause is None:
-            return None
-        if not names_response_format(_status(cause), _error_text(cause)):
-            return None
-        following = next_mode(mode)
-        if following is not None:
-            # remembered now, not on success: a slow first answer must not send others back
-            # to the refused form
-            SERVERS.update(self.api_base, structured_mode=following)
-            logger.warning(
-                "%s refused structured mode %r (%s); trying %r",
-                self.api_base,
-                mode,
-                _describe(cause),
-                following,
-            )
-        return following
-
-    def _worked(self, mode: str) -> None:
-        if self.structured_mode == "auto":
-            SERVERS.update(self.api_base, structured_mode=mode)
-
-    def structured_chat(
-        self, messages: Sequence[ChatMessage], schema: dict[str, Any], name: str = "reply"
-    ) -> ChatResponse:
-        """:meth:`chat` asking for JSON that follows ``schema``, in the server's own form."""
-        mode = self.structured_mode_now()
-        while True:
-            request, options = self._structured(messages, schema, mode, name)
-            try:
-                response = self.chat(request, **options)
-            except LLMError as exc:
-                following = self._fallback(exc, mode)
-                if following is None:
-                    raise
-                mode = following
-                continue
-            self._worked(mode)
-            return response
-
-    async def astructured_chat(
-        self, messages: Sequence[ChatMessage], schema: dict[str, Any], name: str = "reply"
-    ) -> ChatResponse:
-        """Async :meth:`structured_chat`."""
-        mode = self.structured_mode_now()
-        while True:
-            request, options = self._structured(messages, schema, mode, name)
-            try:
-                response = await self.achat(request, **options)
-            except LLMError as exc:
-                following = self._fallback(exc, mode)
-                if following is None:
-                    raise
-                mode = following
-                continue
-            self._worked(mode)
-            return response

@@ -1,59 +1,66 @@
-"""What this process has learned about each LLM server, keyed by base URL.
+"""What this process has learned about each LLM server, keyed by (base URL, model).
 
 "auto" structured output remembers the request form a server accepted; a context-overflow
-error teaches the server's real context window and a tighter characters-per-token ratio. Kept
-per base URL, not per client object, so every client of one server benefits. Thread-safe.
+error teaches the real context window and a tighter characters-per-token ratio; a server that
+refused list or image content is sent text from then on. Kept per server and model, not per
+client object, so every client of one server benefits. Thread-safe and bounded (least recently
+used servers are forgotten first).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from llama_index_docmemo.lru import BoundedMap
+
+if TYPE_CHECKING:
+    from llama_index.core.llms import LLM
 
 
 @dataclass(frozen=True)
 class ServerFacts:
-    """Learned facts about one server; None means not known yet."""
+    """Learned facts about one server and model; None means not known yet."""
 
     structured_mode: str | None = None
     context_window: int | None = None
     chars_per_token: float | None = None
     models_checked: bool = False
+    refuses_images: bool = False
+
+
+def server_key(llm: LLM) -> str | None:
+    """``"<base URL>#<model>"`` of a networked LLM (None when it names no server)."""
+    base = getattr(llm, "api_base", None) or getattr(llm, "base_url", None)
+    if not isinstance(base, str) or not base:
+        return None
+    model = getattr(llm, "model", None)
+    return f"{base.rstrip('/')}#{model if isinstance(model, str) else ''}"
 
 
 class ServerMemory:
-    """:class:`ServerFacts` per base URL (trailing slashes ignored)."""
+    """:class:`ServerFacts` per server key, at most ``capacity`` servers."""
 
-    def __init__(self) -> None:
-        self._facts: dict[str, ServerFacts] = {}
-        self._lock = threading.Lock()
+    def __init__(self, capacity: int = 256) -> None:
+        self._facts: BoundedMap[str, ServerFacts] = BoundedMap(capacity)
 
-    @staticmethod
-    def _key(base_url: str) -> str:
-        return base_url.rstrip("/")
+    def get(self, key: str) -> ServerFacts:
+        return self._facts.get(key) or ServerFacts()
 
-    def get(self, base_url: str) -> ServerFacts:
-        with self._lock:
-            return self._facts.get(self._key(base_url), ServerFacts())
+    def update(self, key: str, **facts: Any) -> ServerFacts:
+        """Set some facts of one server (atomically); returns the updated record."""
+        return self._facts.change(
+            key, lambda current: dataclasses.replace(current or ServerFacts(), **facts)
+        )
 
-    def update(self, base_url: str, **facts: Any) -> ServerFacts:
-        """Set some facts of one server; returns the updated record."""
-        with self._lock:
-            key = self._key(base_url)
-            updated = dataclasses.replace(self._facts.get(key, ServerFacts()), **facts)
-            self._facts[key] = updated
-            return updated
-
-    def forget(self, base_url: str | None = None) -> None:
+    def forget(self, key: str | None = None) -> None:
         """Forget one server (every server when None): the next request learns afresh."""
-        with self._lock:
-            if base_url is None:
-                self._facts.clear()
-            else:
-                self._facts.pop(self._key(base_url), None)
+        if key is None:
+            self._facts.clear()
+        else:
+            self._facts.pop(key)
 
 
 SERVERS = ServerMemory()
-"""The process-wide memory every OpenAI-compatible client consults."""
+"""The process-wide memory every LLM exchange consults."""

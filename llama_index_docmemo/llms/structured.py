@@ -8,17 +8,36 @@ fields; llama.cpp's servers take ``{"type": "json_object", "schema": ...}`` and 
 
 "auto" walks :data:`AUTO_ORDER` and moves on only when an error reply names the response format
 (status codes alone cannot tell: llama-cpp-python refuses with 500); the client remembers the
-mode that worked per server (``llms/servers.py``). Pure: no I/O.
+mode that worked per server (``llms/servers.py``).
+
+Also here, for every pydantic reply model: the strict schema sent with a request
+(:func:`reply_schema`), lenient reading of a reply (:func:`validate_reply`), and the last
+resort for an LLM that has no native structured form, the schema in the system turn with one
+repair request (:func:`ask_with_schema_in_prompt`, written as steps: ``steps.py``). Pure: no I/O.
 """
 
 from __future__ import annotations
 
+import copy
 import json
+import logging
 import re
 from collections.abc import Sequence
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
+from llama_index.core.output_parsers.base import OutputParserException
+from llama_index.core.output_parsers.utils import extract_json_str, parse_json_markdown
+from pydantic import BaseModel, ValidationError
+
+from llama_index_docmemo.steps import Steps, either
+
+if TYPE_CHECKING:
+    from llama_index.core.llms import LLM
+
+logger = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
 
 StructuredMode = Literal[
     "auto", "json_schema", "structured_outputs", "guided_json", "json_object", "prompt"
@@ -102,9 +121,145 @@ def names_response_format(status: int | None, message: str) -> bool:
     return bool(_FORMAT_WORDS.search(message))
 
 
+_CONTENT_REFUSAL = re.compile(
+    r'can only concatenate str \(not \\?"list\\?"\) to str'  # llama-cpp-python (also JSON-escaped)
+    r"|is not a multimodal model"  # vLLM serving a text-only model
+    r"|does not support image"  # Ollama / LM Studio, a model without vision
+    r"|at most 0 image",  # older vLLM
+    re.IGNORECASE,
+)
+
+
+def refuses_content(message: str) -> bool:
+    """Whether an error reply is a refusal of list or image content (a text-only model), which
+    a request rebuilt as plain text would pass. The first wording was recorded from
+    llama-cpp-python 0.3.36 with SmolLM2; the others are vLLM's and Ollama's as their users
+    report them."""
+    return bool(_CONTENT_REFUSAL.search(message))
+
+
 def next_mode(mode: str) -> str | None:
     """The mode "auto" tries after ``mode`` was refused; None when nothing is left."""
     if mode not in AUTO_ORDER:
         return None
     i = AUTO_ORDER.index(mode)
     return AUTO_ORDER[i + 1] if i + 1 < len(AUTO_ORDER) else None
+
+
+class ReplyError(ValueError):
+    """A reply that is not the JSON object asked for; the message goes into the repair prompt."""
+
+
+MAX_REPLY_CHARS = 20_000_000
+"""Longer replies are refused unread (far beyond any ``max_tokens``)."""
+
+YAML_FALLBACK_CHARS = 100_000
+"""Up to this length a reply that is not strict JSON is read leniently (core's YAML fallback);
+longer ones must be strict JSON, which bounds the time a hostile reply can cost."""
+
+
+def extract_json(text: str) -> dict[str, Any]:
+    """The JSON object in a reply (bare, fenced, or surrounded by prose), through LlamaIndex's
+    JSON helpers: ``parse_json_markdown`` (which also reads the near-JSON small models write),
+    ``extract_json_str`` for very long replies.
+    """
+    if len(text) > MAX_REPLY_CHARS:
+        raise ReplyError(f"the reply is {len(text)} characters long, over {MAX_REPLY_CHARS}")
+    try:
+        if len(text) <= YAML_FALLBACK_CHARS:
+            value = parse_json_markdown(text)
+        else:
+            value = json.loads(extract_json_str(text))
+    except (OutputParserException, ValueError) as exc:
+        raise ReplyError(f"the reply is not valid JSON ({str(exc)[:200]})") from exc
+    if not isinstance(value, dict):
+        raise ReplyError("the reply holds no JSON object")
+    return value
+
+
+def validate_reply(model: type[M], text: str) -> M:
+    """``text`` read as a ``model``; :class:`ReplyError` saying what is wrong otherwise."""
+    data = extract_json(text)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'reply'}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        raise ReplyError(f"the reply does not match the schema ({problems})") from exc
+
+
+def reply_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema sent with a request, generated from the reply model.
+
+    Self-contained and strict, as OpenAI's ``strict`` mode, vLLM's and llama.cpp's grammar
+    compilers all accept: references inlined, every property required (in the model's field
+    order, which is the order the model should write them), no extra properties, no titles or
+    defaults.
+    """
+    generated = model.model_json_schema()
+    definitions = generated.pop("$defs", {})
+
+    def strict(node: Any) -> Any:
+        if isinstance(node, list):
+            return [strict(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            return strict(copy.deepcopy(definitions[node["$ref"].rsplit("/", 1)[-1]]))
+        out = {k: strict(v) for k, v in node.items() if k not in ("title", "default")}
+        if out.get("type") == "object" and "properties" in out:
+            out["required"] = list(out["properties"])
+            out["additionalProperties"] = False
+        return out
+
+    return strict(generated)
+
+
+REPAIR_SYSTEM = (
+    "You turn a malformed reply into valid JSON matching a given schema. Keep the reply's "
+    "content; fix only its form. Reply with the JSON object only."
+)
+
+
+def _fenced(text: str) -> str:
+    safe = text.replace("<document>", "< document>").replace("</document>", "</ document>")
+    return f"<document>\n{safe}\n</document>"
+
+
+def repair_messages(
+    reply: str, problem: str, schema: dict[str, Any], *, reply_chars: int = 6000
+) -> list[ChatMessage]:
+    """The request asking to restate a malformed ``reply`` as JSON matching ``schema``."""
+    text = (
+        f"This reply should have been a JSON object matching the schema below, but {problem}.\n\n"
+        f"Schema:\n{json.dumps(schema)}\n\nReply to fix:\n{_fenced(reply[:reply_chars])}"
+    )
+    return [
+        ChatMessage(role=MessageRole.SYSTEM, content=REPAIR_SYSTEM),
+        ChatMessage(role=MessageRole.USER, content=text),
+    ]
+
+
+def ask_with_schema_in_prompt(
+    llm: LLM, messages: Sequence[ChatMessage], model: type[M], **llm_kwargs: Any
+) -> Steps[M | None]:
+    """Steps: the schema in the system turn, the reply read leniently, one repair request;
+    None when the repaired reply is still not a ``model``."""
+    schema = reply_schema(model)
+    request = with_schema_in_prompt(messages, schema)
+    response = yield either(llm.chat, llm.achat, request, **llm_kwargs)
+    text = response.message.content or ""
+    try:
+        return validate_reply(model, text)
+    except ReplyError as problem:
+        logger.info("%s reply malformed (%s); asking for a repair", model.__name__, problem)
+        repair = with_schema_in_prompt(repair_messages(text, str(problem), schema), schema)
+    response = yield either(llm.chat, llm.achat, repair, **llm_kwargs)
+    try:
+        return validate_reply(model, response.message.content or "")
+    except ReplyError as problem:
+        logger.warning(
+            "%s reply still malformed after repair (%s); ignored", model.__name__, problem
+        )
+        return None

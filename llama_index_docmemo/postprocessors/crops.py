@@ -8,7 +8,6 @@ with ``doc_id``, ``page``, ``doc_version``, ``source``), and inside :class:`DocM
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,9 @@ from llama_index_docmemo.ingest.layout.blocks import CROP_KINDS, BBox, LayoutBlo
 from llama_index_docmemo.ingest.layout.cache import LayoutCache
 from llama_index_docmemo.ingest.layout.pymupdf_detect import DetectOptions, detect_layout_pymupdf
 from llama_index_docmemo.ingest.pdf import RENDER_ERRORS
-from llama_index_docmemo.paths import default_cache_dir
+from llama_index_docmemo.paths import default_cache_dir, write_atomically
 from llama_index_docmemo.postprocessors.crop_ranking import Candidate, select_crops
+from llama_index_docmemo.workers import run_in_worker
 
 logger = logging.getLogger(__name__)
 _HIDDEN_KEYS = ["image_path", "bbox", "doc_version", "source"]
@@ -107,6 +107,15 @@ class CropPostprocessor(BaseNodePostprocessor):
                 doc.close()
         return list(nodes) + crops
 
+    async def _apostprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        """Layout analysis and crop rendering hold the GIL (PyMuPDF): done in a worker process,
+        so the event loop runs on (the layout cache and crop files are shared on disk)."""
+        settings = self.model_dump(exclude={"callback_manager"})
+        query = query_bundle.query_str if query_bundle is not None else None
+        return await run_in_worker(crops_in_worker, settings, nodes, query)
+
     def blocks_for(self, doc_version: str, source: str, page: int) -> list[LayoutBlock]:
         """Layout blocks of one page: from the cache, else detected with PyMuPDF and stored."""
         docs: dict[str, pymupdf.Document] = {}
@@ -187,6 +196,14 @@ class CropPostprocessor(BaseNodePostprocessor):
         )
 
 
+def crops_in_worker(
+    settings: dict[str, Any], nodes: list[NodeWithScore], query: str | None
+) -> list[NodeWithScore]:
+    """:meth:`CropPostprocessor._postprocess_nodes` in a worker process, from its settings."""
+    bundle = QueryBundle(query) if query is not None else None
+    return CropPostprocessor(**settings)._postprocess_nodes(nodes, bundle)
+
+
 def render_crop(
     page: pymupdf.Page, bbox: BBox, path: Path, max_long_side: int, dpi: int, padding: float = 0.0
 ) -> bool:
@@ -205,10 +222,7 @@ def render_crop(
     while max(pix.width, pix.height) > max_long_side:  # rounding can add a pixel
         scale *= max_long_side / max(pix.width, pix.height) - 1e-4
         pix = page.get_pixmap(clip=clip, matrix=pymupdf.Matrix(scale, scale), alpha=False)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp.png")
-    pix.save(str(tmp))
-    os.replace(tmp, path)
+    write_atomically(path, lambda tmp: pix.save(str(tmp)))
     return True
 
 

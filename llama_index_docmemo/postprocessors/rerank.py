@@ -11,7 +11,9 @@ events (for this postprocessor and any other).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
+from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import Field, SerializeAsAny
 from llama_index.core.llms import LLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
@@ -19,15 +21,23 @@ from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from llama_index_docmemo.ingest.page_images import PageImage
+from llama_index_docmemo.llms.images import load_blocks, max_images
+from llama_index_docmemo.llms.vision import ImagesSetting, decide_images
 from llama_index_docmemo.nodes import node_ref
+from llama_index_docmemo.paths import default_cache_dir
 from llama_index_docmemo.reasoning.base import PageView
-from llama_index_docmemo.reasoning.llm_json import aask_json, ask_json, to_messages
+from llama_index_docmemo.reasoning.exchange import ask_structured
 from llama_index_docmemo.reasoning.prompts import (
     RERANK_REPLY_PROMPT,
     RERANK_SYSTEM_PROMPT,
+    ImageSlot,
     rerank_prompt,
+    to_messages,
 )
-from llama_index_docmemo.reasoning.replies import RERANK_SCHEMA, parse_rerank
+from llama_index_docmemo.reasoning.replies import RerankReply, picks_of
+from llama_index_docmemo.reasoning.vlm import page_loaders_for
+from llama_index_docmemo.steps import Steps, arun, offload, run
 from llama_index_docmemo.types import EvidenceNote, PageRef
 
 
@@ -41,22 +51,30 @@ class RoundQueryBundle(QueryBundle):
 
 
 class LLMReranker(BaseNodePostprocessor, PromptMixin):
-    """Asks a chat LLM which candidate pages to read next, from their section and summary.
+    """Asks a chat LLM which candidate pages to read next, from their section and summary (and,
+    with ``images``, small page images of the first candidates).
 
-    Text only (no images): cheap next to a reading round. A reply that stays malformed after one
-    repair keeps the incoming order. Prompts: ``system`` and ``reply`` (``{k}``).
+    Text by default: cheap next to a reading round. The reply is asked for through LlamaIndex's
+    structured output; a reply that stays malformed keeps the incoming order. Prompts:
+    ``system`` and ``reply`` (``{k}``).
 
     Args:
         llm: any LlamaIndex chat LLM.
         top_n: pages returned, best first (the loop takes the first ``k`` it needs).
         max_candidates: candidates described to the LLM (the rest keep their order behind).
         summary_chars: description length per candidate.
+        images: True, False (default) or "auto" (see
+            :func:`~llama_index_docmemo.llms.vision.decide_images`): page images of the first
+            candidates, within the LLM's images per request.
+        image_side: long side in pixels of those images.
     """
 
     llm: SerializeAsAny[LLM] = Field(description="The chat LLM that picks pages.")
     top_n: int = Field(default=5, ge=1)
     max_candidates: int = Field(default=30, ge=1)
     summary_chars: int = Field(default=300, ge=1)
+    images: ImagesSetting = Field(default=False)
+    image_side: int = Field(default=768, ge=28)
     system_prompt: SerializeAsAny[BasePromptTemplate] = Field(default=RERANK_SYSTEM_PROMPT)
     reply_prompt: SerializeAsAny[BasePromptTemplate] = Field(default=RERANK_REPLY_PROMPT)
 
@@ -74,31 +92,41 @@ class LLMReranker(BaseNodePostprocessor, PromptMixin):
     def _get_prompt_modules(self) -> PromptMixinType:
         return {}
 
-    def _request(
-        self, nodes: list[NodeWithScore], query: QueryBundle
-    ) -> tuple[list, list[PageRef]]:
-        shown = nodes[: self.max_candidates]
-        views = [
+    def _views(self, nodes: list[NodeWithScore]) -> list[PageView]:
+        return [
             PageView(
                 ref=node_ref(n),
                 text=n.node.get_content(),
                 section=str(n.node.metadata.get("section", "")),
                 summary=str(n.node.metadata.get("summary", "")),
+                image=_page_image(n, self.image_side),
             )
-            for n in shown
+            for n in nodes[: self.max_candidates]
         ]
+
+    def _build(
+        self, views: list[PageView], query: QueryBundle, send_images: bool
+    ) -> Steps[list[ChatMessage]]:
+        loaders: dict[ImageSlot, Any] = {}
+        if send_images:
+            chosen = [i for i, v in enumerate(views) if v.has_image][: max_images(self.llm)]
+            found = yield from page_loaders_for([views[i] for i in chosen])
+            pairs = zip(chosen, found, strict=True)
+            loaders = {ImageSlot("page", i): load for i, load in pairs if load is not None}
+        images = (yield offload(load_blocks, self.llm, loaders)) if loaders else {}
         memory = query if isinstance(query, RoundQueryBundle) else None
-        prompt = rerank_prompt(
+        parts = rerank_prompt(
             memory.question if memory and memory.question else query.query_str,
             query.query_str,
             views,
             self.top_n,
             memory.evidence if memory else [],
             memory.missing if memory else [],
+            images={s.index for s in images},
             summary_chars=self.summary_chars,
             reply=self.reply_prompt,  # type: ignore[arg-type]
         )
-        return to_messages(self.system_prompt.format(), prompt, {}), [v.ref for v in views]
+        return to_messages(self.system_prompt.format(), parts, images)
 
     def _order(
         self, nodes: list[NodeWithScore], picked: list[PageRef] | None
@@ -110,23 +138,40 @@ class LLMReranker(BaseNodePostprocessor, PromptMixin):
             ordered.setdefault(node_ref(node))
         return [by_ref[r] for r in list(ordered)[: self.top_n]]
 
+    def rerank(
+        self, nodes: list[NodeWithScore], query: QueryBundle | None
+    ) -> Steps[list[NodeWithScore]]:
+        """The reranking as steps (run by the sync and async postprocess hooks, or the loop)."""
+        if not nodes or query is None:
+            return nodes[: self.top_n]
+        views = self._views(nodes)
+        reply = yield from ask_structured(
+            self.llm,
+            lambda send: self._build(views, query, send),
+            RerankReply,
+            send_images=decide_images(self.llm, self.images).send,
+            what="reranker",
+        )
+        picked = picks_of(reply, [v.ref for v in views], self.top_n) if reply else None
+        return self._order(nodes, picked)
+
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        if not nodes or query_bundle is None:
-            return nodes[: self.top_n]
-        messages, refs = self._request(nodes, query_bundle)
-        picked, _ = ask_json(self.llm, messages, RERANK_SCHEMA, "rerank", self._parser(refs))
-        return self._order(nodes, picked)
+        return run(self.rerank(nodes, query_bundle))
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        if not nodes or query_bundle is None:
-            return nodes[: self.top_n]
-        messages, refs = self._request(nodes, query_bundle)
-        picked, _ = await aask_json(self.llm, messages, RERANK_SCHEMA, "rerank", self._parser(refs))
-        return self._order(nodes, picked)
+        return await arun(self.rerank(nodes, query_bundle))
 
-    def _parser(self, refs: list[PageRef]):  # noqa: ANN202 - a closure over the shown refs
-        return lambda text: parse_rerank(text, refs, self.top_n)
+
+def _page_image(node: NodeWithScore, side: int) -> PageImage | None:
+    """Where the page image of a page node whose PDF is known is cached, else None."""
+    meta = node.node.metadata
+    source = meta.get("source") or meta.get("file_path")
+    if not source or "doc_version" not in meta:
+        return None
+    return PageImage(
+        str(source), str(meta["doc_version"]), int(meta["page"]), side, default_cache_dir()
+    )

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from llama_index_docmemo.ingest.page_images import PageImage
+from llama_index_docmemo.steps import Steps, arun, offload
 from llama_index_docmemo.types import EvidenceNote, Feedback, PageRef, Status
 
 __all__ = [
@@ -23,7 +24,8 @@ __all__ = [
 
 @dataclass
 class CropView:
-    """A table/figure crop of a page shown to the reasoner (adaptive granularity)."""
+    """A table/figure crop of a page shown to the reasoner (adaptive granularity);
+    ``load_image`` gives a PIL image or a PNG file."""
 
     page: PageRef
     kind: str
@@ -34,13 +36,20 @@ class CropView:
 
 @dataclass
 class PageView:
-    """A page as the reasoner sees it: text, section, summary, and its image on demand."""
+    """A page as the reasoner sees it: text, section, summary, and its image: a cached file
+    (``image``, rendered once per version and page) or ``load_image`` (a PIL image or a PNG
+    file on demand)."""
 
     ref: PageRef
     text: str
     section: str = ""
     summary: str = ""
     load_image: Callable[[], Any] | None = None
+    image: PageImage | None = None
+
+    @property
+    def has_image(self) -> bool:
+        return self.load_image is not None or (self.image is not None and self.image.renderable)
 
 
 @dataclass
@@ -74,7 +83,13 @@ class ReasoningInput:
 
 
 class Reasoner(ABC):
-    """Reads pages and labels them; implementations: offline (text rules), VLM, simulated (eval)."""
+    """Reads pages and labels them; implementations: the LLM reader, offline (text rules),
+    simulated (evaluation).
+
+    :meth:`read` is the reading as steps (``steps.py``), which the loop runs with sync or async
+    I/O; by default it runs :meth:`reason` (a reader without I/O of its own) off the event
+    loop. A reader that talks to a model overrides :meth:`read` and runs it from :meth:`reason`.
+    """
 
     name: str = "reasoner"
 
@@ -82,9 +97,13 @@ class Reasoner(ABC):
     def reason(self, inp: ReasoningInput) -> Feedback:
         """One reading round."""
 
+    def read(self, inp: ReasoningInput) -> Steps[Feedback]:
+        """One reading round as steps."""
+        return (yield offload(self.reason, inp))
+
     async def areason(self, inp: ReasoningInput) -> Feedback:
-        """Async :meth:`reason`; network reasoners override with a native async call."""
-        return await asyncio.to_thread(self.reason, inp)
+        """Async :meth:`reason` (the event loop is never blocked)."""
+        return await arun(self.read(inp))
 
     def synthesize(self, question: str, evidence: list[EvidenceNote], draft: str | None) -> str:
         """Final answer from what was found when the loop ran out of rounds."""

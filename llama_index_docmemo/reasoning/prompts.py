@@ -9,10 +9,17 @@ in ``<document>`` tags and declared to be material, never instructions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from llama_index.core.base.llms.types import (
+    ChatMessage,
+    ContentBlock,
+    ImageBlock,
+    MessageRole,
+    TextBlock,
+)
 from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
@@ -114,11 +121,6 @@ SUMMARY_SYSTEM_PROMPT = PromptTemplate(SUMMARY_SYSTEM)
 SUMMARY_REPLY_PROMPT = PromptTemplate(SUMMARY_REPLY)
 ANSWER_PROMPT = PromptTemplate(ANSWER)
 """The streamed final answer: ``{question}``, the loop's ``{draft}`` and the ``{evidence}`` text."""
-
-REPAIR_SYSTEM = """\
-You turn a malformed reply into valid JSON matching a given schema. Keep the reply's content; \
-fix only its form. Reply with the JSON object only."""
-
 
 def _fenced(text: str) -> str:
     # a page cannot close the fence early and talk outside it
@@ -237,10 +239,12 @@ def rerank_prompt(
     evidence: Sequence[EvidenceNote],
     missing: Sequence[str],
     *,
+    images: set[int] = frozenset(),  # type: ignore[assignment]
     summary_chars: int = 300,
     reply: PromptTemplate = RERANK_REPLY_PROMPT,
-) -> str:
-    """The user turn asking for the ``k`` candidates most worth reading, best first."""
+) -> list[Part]:
+    """The user turn asking for the ``k`` candidates most worth reading, best first (with the
+    page images of the candidates in ``images`` after their descriptions)."""
     lines = [f"Question: {question}"]
     if query.strip() and query.strip() != question.strip():
         lines.append(f"Current search query: {query}")
@@ -256,8 +260,13 @@ def rerank_prompt(
             f"{clip(about, summary_chars) or '(no description)'}"
         )
     lines.append(f"Candidate pages [1] to [{len(candidates)}]:\n" + _fenced("\n".join(rows)))
-    lines.append(reply.format(k=str(k)))
-    return "\n\n".join(lines)
+    parts: list[Part] = ["\n\n".join(lines)]
+    if images:
+        parts.append("\n\nPage images of some candidates:")
+        for i in sorted(images):
+            parts += [f"\n[{i + 1}]", ImageSlot("page", i)]
+    parts.append("\n\n" + reply.format(k=str(k)))
+    return parts
 
 
 def summary_prompt(
@@ -291,9 +300,21 @@ def evidence_text(nodes: Sequence[NodeWithScore], page_chars: int = 1500) -> str
     )
 
 
-def repair_prompt(reply: str, problem: str, schema_json: str, *, reply_chars: int = 6000) -> str:
-    """The user turn asking to restate a malformed ``reply`` as JSON matching the schema."""
-    return (
-        f"This reply should have been a JSON object matching the schema below, but {problem}.\n\n"
-        f"Schema:\n{schema_json}\n\nReply to fix:\n{_fenced(reply[:reply_chars])}"
-    )
+def to_messages(
+    system: str, parts: Sequence[Part] | str, images: Mapping[ImageSlot, ImageBlock]
+) -> list[ChatMessage]:
+    """A system turn and one user turn of text and image blocks (slots without images vanish,
+    adjacent text is joined, so a request without images is plain string content)."""
+    blocks: list[ContentBlock] = []
+    for part in [parts] if isinstance(parts, str) else parts:
+        if isinstance(part, ImageSlot):
+            if part in images:
+                blocks.append(images[part])
+        elif blocks and isinstance(blocks[-1], TextBlock):
+            blocks[-1] = TextBlock(text=blocks[-1].text + part)
+        else:
+            blocks.append(TextBlock(text=part))
+    return [
+        ChatMessage(role=MessageRole.SYSTEM, content=system),
+        ChatMessage(role=MessageRole.USER, blocks=blocks),
+    ]

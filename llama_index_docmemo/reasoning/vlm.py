@@ -1,25 +1,21 @@
-"""The VLM reasoner: shows the selected pages (images + text) and the memories, reads Feedback JSON."""
+"""The LLM reader: shows the selected pages (images and text) and the memories to any LlamaIndex
+chat LLM and reads its structured reply."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from llama_index.core.base.llms.types import ChatMessage, ImageBlock
-from llama_index.core.llms import LLM
+from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.prompts import BasePromptTemplate
 
-from llama_index_docmemo.reasoning.base import Feedback, Reasoner, ReasoningInput
-from llama_index_docmemo.reasoning.llm_json import (
-    aask_json,
-    ask_json,
-    image_block,
-    llm_max_images,
-    llm_reads_images,
-    to_messages,
-)
+from llama_index_docmemo.ingest.page_images import page_image_files
+from llama_index_docmemo.llms.images import load_blocks
+from llama_index_docmemo.llms.images import max_images as llm_max_images
+from llama_index_docmemo.llms.vision import ImageChoice, ImagesSetting, decide_images
+from llama_index_docmemo.reasoning.base import Feedback, PageView, Reasoner, ReasoningInput
+from llama_index_docmemo.reasoning.exchange import ask_structured
 from llama_index_docmemo.reasoning.prompts import (
     READER_REPLY_PROMPT,
     READER_SYSTEM_PROMPT,
@@ -28,44 +24,52 @@ from llama_index_docmemo.reasoning.prompts import (
     page_text_budget,
     plan_images,
     reading_prompt,
+    to_messages,
 )
-from llama_index_docmemo.reasoning.replies import FEEDBACK_SCHEMA, ReplyLimits, parse_feedback
+from llama_index_docmemo.reasoning.replies import FeedbackReply, ReplyLimits, feedback_of
+from llama_index_docmemo.steps import Steps, offload, run
+
+if TYPE_CHECKING:
+    from llama_index.core.llms import LLM
 
 logger = logging.getLogger(__name__)
 
 
 class VLMReasoner(Reasoner, SystemReplyPrompts):
-    """Reads pages with a chat LLM: page images and text for a multimodal one (e.g.
-    :class:`~llama_index_docmemo.QwenVL`), page text for a text-only one (``use_images=False``).
+    """Reads pages with any LlamaIndex chat LLM: page images and text for one that takes images
+    (``images``: see :func:`~llama_index_docmemo.llms.vision.decide_images`), page text otherwise.
+    The reply is asked for through LlamaIndex's structured output (``reasoning/exchange.py``).
 
     Its prompts (``system``, ``reply``) are reachable through ``get_prompts``/``update_prompts``.
 
     Args:
-        llm: any LlamaIndex chat LLM that accepts image blocks.
+        llm: any LlamaIndex chat LLM (``OpenAI``, ``Anthropic``, ``Ollama``, ``OpenAILike``,
+            :class:`~llama_index_docmemo.OpenAICompatible`...).
+        images: True, False or "auto" (the LLM's own flag, else its model family).
         max_images: images per request; default the LLM's ``max_images_per_prompt`` (else 8).
             Pages get images first, then crops; pages beyond the cap are shown as text.
-        use_images: False sends text only; default: the LLM's ``multimodal`` flag, else True.
         text_chars: extracted text shown per round, shared evenly between pages,
             each page getting between ``min_page_chars`` and ``max_page_chars``.
         limits: bounds on what one reply may put into the memories.
     """
 
-    name = "vlm"
+    name = "llm"
 
     def __init__(
         self,
         llm: LLM,
         *,
+        images: ImagesSetting = "auto",
         max_images: int | None = None,
-        use_images: bool | None = None,
         text_chars: int = 24000,
         max_page_chars: int = 6000,
         min_page_chars: int = 800,
         limits: ReplyLimits | None = None,
     ) -> None:
         self.llm = llm
+        self.images = images
+        self.image_choice = decide_images(llm, images)
         self.max_images = max_images if max_images is not None else llm_max_images(llm)
-        self.use_images = llm_reads_images(llm) if use_images is None else use_images
         self.text_chars = text_chars
         self.max_page_chars = max_page_chars
         self.min_page_chars = min_page_chars
@@ -73,21 +77,31 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
         self.system_prompt: BasePromptTemplate = READER_SYSTEM_PROMPT
         self.reply_prompt: BasePromptTemplate = READER_REPLY_PROMPT
 
-    def build_messages(self, inp: ReasoningInput) -> list[ChatMessage]:
-        """The chat request for one round (loads page and crop images: blocking I/O)."""
-        images: dict[ImageSlot, ImageBlock] = {}
-        if self.use_images and self.max_images > 0:
+    def images_now(self) -> ImageChoice:
+        """This round's decision (a server that refused images meanwhile gets text)."""
+        choice = decide_images(self.llm, self.images)
+        if choice.send != self.image_choice.send:
+            logger.info("reader: %s", choice.reason)
+            self.image_choice = choice
+        return choice
+
+    def build(self, inp: ReasoningInput, send_images: bool) -> Steps[list[ChatMessage]]:
+        """The chat request for one round; page images are rendered once into the cache (in
+        worker processes under the async driver) and crops read from theirs, off the loop."""
+        loaders: dict[ImageSlot, Callable[[], Any]] = {}
+        if send_images and self.max_images > 0:
             shown = {p.ref for p in inp.pages}
             pages, crops = plan_images(
-                [p.load_image is not None for p in inp.pages],
+                [p.has_image for p in inp.pages],
                 [c.load_image is not None and c.page in shown for c in inp.crops],
                 self.max_images,
             )
-            for kind, indices, views in (("page", pages, inp.pages), ("crop", crops, inp.crops)):
-                for i in sorted(indices):
-                    block = self._load(views[i].load_image, f"{kind} {i + 1}")  # type: ignore[arg-type]
-                    if block is not None:
-                        images[ImageSlot(kind, i)] = block  # type: ignore[arg-type]
+            chosen = sorted(pages)
+            found = yield from page_loaders_for([inp.pages[i] for i in chosen])
+            pairs = zip(chosen, found, strict=True)
+            loaders.update({ImageSlot("page", i): load for i, load in pairs if load is not None})
+            loaders.update({ImageSlot("crop", j): inp.crops[j].load_image for j in sorted(crops)})
+        images = (yield offload(load_blocks, self.llm, loaders)) if loaders else {}
         page_chars = page_text_budget(
             len(inp.pages), self.text_chars, self.max_page_chars, self.min_page_chars
         )
@@ -100,37 +114,34 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
         )
         return to_messages(self.system_prompt.format(), parts, images)
 
-    def _load(self, load: Callable[[], Any], what: str) -> ImageBlock | None:
-        try:
-            return image_block(self.llm, load())
-        except Exception as exc:  # a page that cannot be rendered is still shown as text
-            logger.warning("image of %s could not be loaded (%s); sending its text only", what, exc)
-            return None
-
-    def _parse(self, inp: ReasoningInput) -> Callable[[str], Feedback]:
-        refs = [p.ref for p in inp.pages]
-        return lambda text: parse_feedback(text, refs, self.limits, llm_calls=0)
-
-    @staticmethod
-    def _counted(feedback: Feedback | None, calls: int) -> Feedback:
-        if feedback is None:  # malformed twice: the round brings no labels, the query goes on
-            return Feedback(status="need_more", llm_calls=calls)
-        return feedback.model_copy(update={"llm_calls": calls})
+    def read(self, inp: ReasoningInput) -> Steps[Feedback]:
+        if not inp.pages:
+            return Feedback(status="need_more")
+        reply = yield from ask_structured(
+            self.llm,
+            lambda send: self.build(inp, send),
+            FeedbackReply,
+            send_images=self.images_now().send,
+            what="reader",
+        )
+        if reply is None:  # malformed: the round brings no labels, the query goes on
+            return Feedback(status="need_more")
+        return feedback_of(reply, [p.ref for p in inp.pages], self.limits)
 
     def reason(self, inp: ReasoningInput) -> Feedback:
-        if not inp.pages:
-            return Feedback(status="need_more")
-        messages = self.build_messages(inp)
-        feedback, calls = ask_json(
-            self.llm, messages, FEEDBACK_SCHEMA, "feedback", self._parse(inp)
-        )
-        return self._counted(feedback, calls)
+        return run(self.read(inp))
 
-    async def areason(self, inp: ReasoningInput) -> Feedback:
-        if not inp.pages:
-            return Feedback(status="need_more")
-        messages = await asyncio.to_thread(self.build_messages, inp)
-        feedback, calls = await aask_json(
-            self.llm, messages, FEEDBACK_SCHEMA, "feedback", self._parse(inp)
-        )
-        return self._counted(feedback, calls)
+
+def page_loaders_for(views: list[PageView]) -> Steps[list[Callable[[], Any] | None]]:
+    """Steps: a loader of each view's image: its cached file (rendered now where missing), else
+    its own ``load_image``; None for a page whose image cannot be had."""
+    cached = [v.image for v in views if v.image is not None and v.image.renderable]
+    files = iter((yield from page_image_files(cached)) if cached else [])
+    loaders: list[Callable[[], Any] | None] = []
+    for view in views:
+        if view.image is not None and view.image.renderable:
+            path = next(files)
+            loaders.append((lambda path=path: path) if path is not None else view.load_image)
+        else:
+            loaders.append(view.load_image)
+    return loaders

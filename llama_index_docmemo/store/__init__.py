@@ -13,15 +13,17 @@ if TYPE_CHECKING:
     from llama_index_docmemo.store.client import QdrantClientPageStore
     from llama_index_docmemo.store.edge import EdgePageStore
     from llama_index_docmemo.store.factory import open_store
+    from llama_index_docmemo.store.layouts import MultivectorLayout
 
 _EXPORTS: dict[str, str] = {
     "EdgePageStore": "llama_index_docmemo.store.edge",
+    "MultivectorLayout": "llama_index_docmemo.store.layouts",
     "PageStore": "llama_index_docmemo.store.base",
     "QdrantClientPageStore": "llama_index_docmemo.store.client",
     "open_store": "llama_index_docmemo.store.factory",
 }
 
-__all__ = ["EdgePageStore", "PageStore", "QdrantClientPageStore", "open_store"]
+__all__ = ["EdgePageStore", "MultivectorLayout", "PageStore", "QdrantClientPageStore", "open_store"]
 
 
 def __getattr__(name: str) -> Any:

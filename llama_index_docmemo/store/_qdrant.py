@@ -1,25 +1,52 @@
-"""The page-store behaviour both backends share, written once over a few point primitives.
+"""The page-store behaviour both backends share, written once as steps over a few operations.
 
-Each backend (Qdrant Edge, qdrant-client) only translates :mod:`._layout` filters, points and
-search plans into its own API; versions, schema points, ordering and validation live here,
-so the backends cannot drift apart.
+Each step (upsert, delete, search, page fetch, recovery, migration) is a generator of
+:mod:`.operations`; a backend only sends operations (``_execute``, and ``_aexecute`` where it has
+a native async client). Versions, schema points, ordering and validation live here, so the
+backends cannot drift apart, and the sync and async paths run the very same steps.
 """
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
 from abc import abstractmethod
-from collections.abc import Sequence
-from dataclasses import replace
-from typing import Any, Literal
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.faults import fault_point
 from llama_index_docmemo.memory.schema import DocumentSchema
-from llama_index_docmemo.store import _layout as L
-from llama_index_docmemo.store import access
+from llama_index_docmemo.store import access, ids, scopes
+from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store.base import PageStore
+from llama_index_docmemo.store.fusion import fuse_branches
+from llama_index_docmemo.store.layouts import DEFAULT_LAYOUT, MultivectorLayout
+from llama_index_docmemo.store.migrations import migration_steps
+from llama_index_docmemo.store.payloads import (
+    KIND_DOCUMENT,
+    KIND_PAGE,
+    LAYOUT_VERSION,
+    PAYLOAD_INDEXES,
+    REVISION,
+    PointData,
+    StoreMeta,
+    journal_point,
+    record_from_payload,
+    schema_from_payload,
+)
+from llama_index_docmemo.store.plans import (
+    FUSIONS,
+    IDF_SCOPES,
+    Fusion,
+    IdfScope,
+    SearchPlan,
+    check_choice,
+    search_plan,
+)
+from llama_index_docmemo.store.validation import document_points
 from llama_index_docmemo.types import (
     PageEmbedding,
     PageFilter,
@@ -30,7 +57,6 @@ from llama_index_docmemo.types import (
 )
 
 logger = logging.getLogger(__name__)
-_REFILL_ROUNDS = 3
 
 
 def _write_failure(location: str, doc_id: str, exc: BaseException) -> StoreError:
@@ -51,8 +77,17 @@ def _write_failure(location: str, doc_id: str, exc: BaseException) -> StoreError
     )
 
 
+def _route(page_filter: PageFilter | None) -> str | None:
+    """The tenant a scoped read concerns (None: the owner's view of every tenant)."""
+    return None if page_filter is None else access.tenant_key(page_filter.tenant)
+
+
+def _hits(scored: Sequence[tuple[dict[str, Any], float]]) -> list[PageHit]:
+    return [PageHit(record_from_payload(payload), score) for payload, score in scored]
+
+
 class QdrantLayoutStore(PageStore):
-    """Template for a store that keeps :mod:`._layout`'s points in one Qdrant collection/shard.
+    """Template for a store that keeps the layout's points in one Qdrant collection or shard.
 
     Args:
         encoder_name / dim / sparse: the encoder the store is (or was) filled with.
@@ -60,12 +95,13 @@ class QdrantLayoutStore(PageStore):
         idf_scope: "filter" computes the lexical IDF over the pages the query may see (no
             statistics leak across tenants, per-document BM25 when searching one document);
             "collection" over every page stored.
+        layout: the multivector layout the store must have; None: the one an existing store
+            was created with, or ``default_layout`` for a new one.
+        default_layout: the layout of a new store when ``layout`` is None.
     """
 
-    write_batch: int = 64
-    exclusive: bool = False
-    """True when this process alone writes the store (an embedded folder): searches then skip the
-    journal look-up while no write of its own is in flight."""
+    max_batch_points: int = 256
+    max_batch_bytes: int = 64 << 20
 
     def __init__(
         self,
@@ -73,22 +109,30 @@ class QdrantLayoutStore(PageStore):
         encoder_name: str,
         dim: int,
         sparse: bool,
-        fusion: L.Fusion,
-        idf_scope: L.IdfScope,
+        fusion: Fusion,
+        idf_scope: IdfScope,
+        layout: MultivectorLayout | None,
+        default_layout: MultivectorLayout = DEFAULT_LAYOUT,
     ) -> None:
         if dim < 1:
             raise StoreError(f"dim must be positive, got {dim}")
-        L.check_choice("fusion", fusion, L.FUSIONS)
-        L.check_choice("idf_scope", idf_scope, L.IDF_SCOPES)
+        check_choice("fusion", fusion, FUSIONS)
+        check_choice("idf_scope", idf_scope, IDF_SCOPES)
         self.encoder_name = encoder_name
         self.dim = dim
         self.sparse = sparse
-        self.fusion: L.Fusion = fusion
-        self.idf_scope: L.IdfScope = idf_scope
-        self._meta = L.StoreMeta(encoder_name, dim, sparse)
-        self._writes_in_flight = 0
+        self.fusion: Fusion = fusion
+        self.idf_scope: IdfScope = idf_scope
+        self._requested_layout = layout
+        self._meta = StoreMeta(encoder_name, dim, sparse, layout or default_layout)
+        self._bulk_depth = 0
 
-    # ------------------------------------------------------------ primitives
+    @property
+    def layout(self) -> MultivectorLayout:
+        """The multivector layout the store holds its pages in."""
+        return self._meta.layout
+
+    # ------------------------------------------------------------ what a backend provides
 
     @property
     @abstractmethod
@@ -96,171 +140,171 @@ class QdrantLayoutStore(PageStore):
         """Where the store lives (path or URL + collection), for error messages."""
 
     @abstractmethod
-    def _write(self, points: Sequence[L.PointData]) -> None:
-        """Upsert points (durably, before returning)."""
+    def _execute(self, operation: op.Operation) -> Any:
+        """Send one operation and return its reply (see :mod:`.operations`)."""
 
-    @abstractmethod
-    def _delete(self, where: L.FilterSpec) -> None:
-        """Delete every point matching ``where``."""
+    async def _arun(self, steps: op.Steps[op.T]) -> op.T:
+        """Run a step off the event loop (a backend with a native async client overrides this)."""
+        return await asyncio.to_thread(self._run, steps)
 
-    @abstractmethod
-    def _scroll(
-        self, where: L.FilterSpec, fields: Sequence[str] | None = None
-    ) -> list[dict[str, Any]]:
-        """Payloads (only ``fields`` when given) of every point matching ``where``."""
+    def _begin_bulk_load(self) -> None:
+        """Defer index building until :meth:`_end_bulk_load`."""
 
-    @abstractmethod
-    def _set_payload(self, where: L.FilterSpec, payload: dict[str, Any]) -> None:
-        """Add or overwrite ``payload`` keys on every point matching ``where``."""
+    def _end_bulk_load(self) -> None:
+        """Build (or restore the building of) the deferred indexes."""
 
-    @abstractmethod
-    def _create_index(self, key: str, kind: Literal["keyword", "integer"], is_tenant: bool) -> None:
-        """Create a payload index (a no-op if it exists)."""
+    # ------------------------------------------------------------ driver
 
-    @abstractmethod
-    def _count(self, where: L.FilterSpec) -> int:
-        """Exact number of points matching ``where``."""
+    def _run(self, steps: op.Steps[op.T]) -> op.T:
+        """Run a step, sending each operation it yields; a failed one is raised inside the step."""
+        reply: Any = None
+        failure: Exception | None = None
+        while True:
+            try:
+                operation = steps.throw(failure) if failure is not None else steps.send(reply)
+            except StopIteration as done:
+                return done.value
+            try:
+                reply, failure = self._execute(operation), None
+            except Exception as exc:  # handed to the step, which may clean up and re-raise
+                reply, failure = None, exc
 
-    @abstractmethod
-    def _retrieve(self, point_id: str) -> dict[str, Any] | None:
-        """Payload of one point, or None if absent."""
+    # ------------------------------------------------------------ steps
 
-    @abstractmethod
-    def _query(self, plan: L.SearchPlan) -> list[tuple[dict[str, Any], float]]:
-        """(payload, score) of the best points for ``plan``, best first."""
-
-    @abstractmethod
-    def _vectors(self, point_ids: Sequence[str], using: str) -> dict[str, L.Vector]:
-        """The stored ``using`` vector of each existing point, by id."""
-
-    @abstractmethod
-    def _feedback_query(self, plan: L.FeedbackPlan) -> list[tuple[dict[str, Any], float]]:
-        """(payload, score) of the best points for a recommend / discovery plan, best first."""
-
-    # ------------------------------------------------------------ shared logic
-
-    def _check_meta(self) -> None:
-        """Compare the store's meta point with the encoder it is opened with; migrate layout 1."""
-        payload = self._retrieve(L.STORE_POINT_ID)
+    def _open_steps(self) -> op.Steps[None]:
+        """Check the store record against the encoder and layout; migrate older layouts."""
+        payload = yield op.Retrieve(ids.STORE_POINT_ID)
         if payload is None:
             raise StoreError(f"{self.location} is not a docmemo page store (no store record)")
-        self._meta.check(L.StoreMeta.from_payload(payload), self.location)
-        layout = int(payload.get("layout", 1))
-        if layout > L.LAYOUT_VERSION:
+        stored = StoreMeta.from_payload(payload)
+        if self._requested_layout is None:
+            self._meta = StoreMeta(self.encoder_name, self.dim, self.sparse, stored.layout)
+        self._meta.check(stored, self.location)
+        version = int(payload.get("layout", 1))
+        if version > LAYOUT_VERSION:
             raise StoreError(
                 f"{self.location} was written by a newer llama-index-docmemo (store layout "
-                f"{layout}, this version reads up to {L.LAYOUT_VERSION}): upgrade the package"
+                f"{version}, this version reads up to {LAYOUT_VERSION}): upgrade the package"
             )
-        if layout < L.LAYOUT_VERSION:
-            self._migrate_layout_1()
-
-    def _migrate_layout_1(self) -> None:
-        """Rewrite a 0.1.0 store in place: identity and access fields on every point.
-
-        0.1.0 kept one document per bare doc id (file name), so each page belongs to the one
-        record of its doc id; records move to their (tenant, doc id) point. Pages no record
-        claims (left by a crash in 0.1.0) are deleted. Idempotent: an interrupted migration
-        runs again on the next open.
-        """
-        for key, kind, is_tenant in L.PAYLOAD_INDEXES:
-            self._create_index(key, kind, is_tenant)
-        records = self._scroll(L.kind_filter(L.KIND_DOCUMENT))
-        for payload in records:
-            schema = L.schema_from_payload(payload)
-            fields = L.document_payload(schema)
-            page_fields = {k: fields[k] for k in (L.REVISION, *L.access_payload(None, "", ()))}
-            self._set_payload(
-                L.kind_filter(
-                    L.KIND_PAGE, doc_id=[schema.doc_id], doc_version=[schema.doc_version]
-                ),
-                page_fields,
+        if version < LAYOUT_VERSION:
+            migrated = yield from migration_steps(version)
+            yield op.Upsert([self._meta.point()])
+            logger.warning(
+                "%s: migrated %d documents from store layout %d to %d in place",
+                self.location,
+                migrated,
+                version,
+                LAYOUT_VERSION,
             )
-            self._write([L.PointData(fields[access.DOC_KEY], {}, None, fields)])
-            self._delete(
-                L.FilterSpec(
-                    must=(
-                        L.Condition(L.KIND, (L.KIND_DOCUMENT,)),
-                        L.Condition("doc_id", (schema.doc_id,)),
-                    ),
-                    empty=(access.DOC_KEY,),
-                )
-            )
-        self._delete(
-            L.FilterSpec(must=(L.Condition(L.KIND, (L.KIND_PAGE,)),), empty=(access.DOC_KEY,))
-        )
-        self._write([self._meta_point()])
-        logger.warning(
-            "%s: migrated %d documents from the 0.1.0 layout (doc ids kept as stored)",
-            self.location,
-            len(records),
-        )
 
-    # ------------------------------------------------------------ crash safety
+    def _create_steps(self) -> op.Steps[None]:
+        """Payload indexes and the store record of a new store."""
+        for key, kind, is_tenant in PAYLOAD_INDEXES:
+            yield op.CreateIndex(key, kind, is_tenant)
+        yield op.Upsert([self._meta.point()])
 
-    def _recover(self, doc_key: str) -> bool:
+    def _recover_steps(self, doc_key: str, route: str | None) -> op.Steps[bool]:
         """Finish or undo an interrupted write of one document; True if there was one.
 
         The document record is the commit point: pages of any other revision than the one it
-        names (a half-written new one, or the superseded one) are deleted.
+        names (a half-written new one, or the superseded one) are deleted, and its own pages are
+        released (a crash may have come between the commit and their release).
         """
-        if self._retrieve(L.journal_point_id(doc_key)) is None:
+        if (yield op.Retrieve(ids.journal_point_id(doc_key), route)) is None:
             return False
-        record = self._retrieve(doc_key)
-        keep = None if record is None else str(record.get(L.REVISION))
-        self._delete(L.stale_pages_filter(doc_key, keep))
-        self._delete(L.kind_filter(L.KIND_JOURNAL, **{access.DOC_KEY: [doc_key]}))
+        record = yield op.Retrieve(doc_key, route)
+        if record is None:
+            yield op.Delete(scopes.stale_pages_filter(doc_key, None), route)
+            yield op.Delete(scopes.journal_filter([doc_key]), route)
+        else:
+            rev = str(record[REVISION])
+            yield op.Commit(PointData(doc_key, payload=record), doc_key, rev, route)
         return True
 
-    def recover(self) -> int:
-        """Clean every interrupted write (a crash mid-index); returns how many there were.
-
-        Embedded stores run it when opened (one process owns the folder); on a shared server
-        each document is recovered when it is next written.
-        """
-        notes = self._scroll(L.kind_filter(L.KIND_JOURNAL), fields=[access.DOC_KEY])
-        done = sum(self._recover(str(note[access.DOC_KEY])) for note in notes)
-        if done:
-            logger.warning("%s: cleaned %d interrupted document writes", self.location, done)
+    def _recover_all_steps(self) -> op.Steps[int]:
+        notes = yield from op.scroll_all(
+            scopes.journal_filter(), fields=[access.DOC_KEY, access.TENANT_KEY]
+        )
+        done = 0
+        for note in notes:
+            route = note.get(access.TENANT_KEY)  # absent in notes of layout 2: every shard
+            done += yield from self._recover_steps(str(note[access.DOC_KEY]), route)
         return done
 
-    def _visible(self, payloads: Sequence[dict[str, Any]]) -> list[bool]:
-        """Which page payloads belong to their document's committed revision.
+    def _batches(self, points: Sequence[PointData]) -> Iterator[list[PointData]]:
+        """Points in write batches: at most :attr:`max_batch_points` and about
+        :attr:`max_batch_bytes` (a ColQwen page is ~0.4 MB of float32, ~1.3 MB as JSON)."""
+        batch: list[PointData] = []
+        size = 0
+        for point in points:
+            point_size = sum(v.nbytes for v in point.dense.values()) + 4096
+            if batch and (
+                len(batch) >= self.max_batch_points or size + point_size > self.max_batch_bytes
+            ):
+                yield batch
+                batch, size = [], 0
+            batch.append(point)
+            size += point_size
+        if batch:
+            yield batch
 
-        Only documents with a journal note (a write in progress, or a crash not yet recovered)
-        can have other pages, so the usual cost is one empty look-up.
-        """
-        if self.exclusive and self._writes_in_flight == 0:
-            return [True] * len(payloads)  # recovered at open, nobody else writes
-        keys = sorted({str(p.get(access.DOC_KEY)) for p in payloads})
-        if not keys:
-            return []
-        notes = self._scroll(
-            L.kind_filter(L.KIND_JOURNAL, **{access.DOC_KEY: keys}), fields=[access.DOC_KEY]
+    def _upsert_steps(
+        self,
+        schema: DocumentSchema,
+        pages: Sequence[PageRecord],
+        embeddings: Sequence[PageEmbedding],
+    ) -> op.Steps[None]:
+        page_points, record = document_points(
+            schema, pages, embeddings, dim=self.dim, use_sparse=self.sparse, layout=self.layout
         )
-        in_flux = {str(n[access.DOC_KEY]) for n in notes}
-        committed: dict[str, str | None] = {}
-        for key in in_flux:
-            record = self._retrieve(key)
-            committed[key] = None if record is None else str(record.get(L.REVISION))
-        return [
-            str(p.get(access.DOC_KEY)) not in in_flux
-            or committed[str(p.get(access.DOC_KEY))] == p.get(L.REVISION)
-            for p in payloads
-        ]
+        doc_key = record.id
+        rev = str(record.payload[REVISION])
+        route = access.tenant_key(schema.tenant)
+        try:
+            yield from self._recover_steps(doc_key, route)
+            yield op.Upsert([journal_point(doc_key, rev, route)], route)
+            fault_point("journal-written")
+            for number, batch in enumerate(self._batches(page_points)):
+                yield op.Upsert(batch, route)
+                if number == 0:
+                    fault_point("pages-partial")
+            fault_point("pages-written")
+            yield op.Commit(record, doc_key, rev, route)
+        except (OSError, StoreError) as exc:
+            try:
+                yield from self._recover_steps(doc_key, route)
+            except Exception:  # the disk may still be full: the next open recovers
+                logger.warning(
+                    "%s: cleanup of %s deferred to the next open", self.location, doc_key
+                )
+            raise _write_failure(self.location, schema.doc_id, exc) from exc
 
-    def _visible_hits(
-        self, plan: L.SearchPlan, scored: list[tuple[dict[str, Any], float]]
-    ) -> tuple[list[tuple[dict[str, Any], float]], L.SearchPlan | None]:
-        """Committed hits, and a wider plan to run when hidden pages left fewer than asked."""
-        keep = self._visible([payload for payload, _ in scored])
-        kept = [hit for hit, ok in zip(scored, keep, strict=True) if ok]
-        hidden = len(scored) - len(kept)
-        if hidden == 0 or len(scored) < plan.limit:
-            return kept, None
-        return kept, replace(plan, limit=plan.limit + hidden, prefetch=plan.prefetch + hidden)
+    def _delete_steps(self, doc_id: str, tenant: str | None) -> op.Steps[bool]:
+        doc_key = ids.document_point_id(tenant, doc_id)
+        route = access.tenant_key(tenant)
+        if (yield op.Retrieve(doc_key, route)) is None:
+            yield from self._recover_steps(doc_key, route)
+            return False
+        yield op.Upsert([journal_point(doc_key, None, route)], route)
+        yield op.Delete(scopes.kind_filter(KIND_DOCUMENT, **{access.DOC_KEY: [doc_key]}), route)
+        yield op.Delete(scopes.stale_pages_filter(doc_key, None), route)
+        yield op.Delete(scopes.journal_filter([doc_key]), route)
+        return True
 
-    def _meta_point(self) -> L.PointData:
-        return L.PointData(L.STORE_POINT_ID, {}, None, self._meta.payload())
+    def _record_steps(self, doc_id: str, tenant: str | None) -> op.Steps[dict | None]:
+        return (yield op.Retrieve(ids.document_point_id(tenant, doc_id), access.tenant_key(tenant)))
+
+    def _schema_steps(self, doc_id: str, tenant: str | None) -> op.Steps[DocumentSchema | None]:
+        payload = yield from self._record_steps(doc_id, tenant)
+        return None if payload is None else schema_from_payload(payload)
+
+    def _documents_steps(self, page_filter: PageFilter | None) -> op.Steps[list[DocumentSchema]]:
+        if scopes.matches_nothing(page_filter):
+            return []
+        payloads = yield from op.scroll_all(
+            scopes.scope_filter(KIND_DOCUMENT, page_filter), route=_route(page_filter)
+        )
+        return sorted((schema_from_payload(p) for p in payloads), key=lambda s: s.doc_id)
 
     def _plan(
         self,
@@ -268,8 +312,8 @@ class QdrantLayoutStore(PageStore):
         limit: int,
         page_filter: PageFilter | None,
         prefetch_limit: int | None,
-    ) -> L.SearchPlan:
-        return L.search_plan(
+    ) -> SearchPlan:
+        return search_plan(
             query,
             dim=self.dim,
             has_lexical=self.sparse,
@@ -278,11 +322,47 @@ class QdrantLayoutStore(PageStore):
             prefetch_limit=prefetch_limit,
             fusion=self.fusion,
             idf_scope=self.idf_scope,
+            layout=self.layout,
         )
 
-    @staticmethod
-    def _hits(scored: list[tuple[dict[str, Any], float]]) -> list[PageHit]:
-        return [PageHit(L.record_from_payload(payload), score) for payload, score in scored]
+    def _search_steps(
+        self,
+        query: QueryEmbedding,
+        limit: int,
+        page_filter: PageFilter | None,
+        prefetch_limit: int | None,
+    ) -> op.Steps[list[PageHit]]:
+        """One request: the committed-revision condition is part of the filter."""
+        plan = self._plan(query, limit, page_filter, prefetch_limit)
+        if scopes.matches_nothing(page_filter):
+            return []
+        branches = yield op.Search(plan, _route(page_filter))
+        return _hits(fuse_branches(branches, plan))
+
+    def _pages_steps(
+        self, refs: Sequence[PageRef], page_filter: PageFilter | None
+    ) -> op.Steps[list[PageRecord]]:
+        wanted = list(dict.fromkeys(refs))
+        if not wanted or scopes.matches_nothing(page_filter):
+            return []
+        where = scopes.scope_filter(
+            KIND_PAGE,
+            page_filter,
+            doc_id=sorted({ref.doc_id for ref in wanted}),
+            page=sorted({ref.page for ref in wanted}),
+        )
+        found: dict[PageRef, PageRecord] = {}
+        for payload in (yield from op.scroll_all(where, route=_route(page_filter))):
+            record = record_from_payload(payload)
+            found.setdefault(record.ref, record)
+        return [found[ref] for ref in wanted if ref in found]
+
+    def _count_steps(self, page_filter: PageFilter | None) -> op.Steps[int]:
+        if scopes.matches_nothing(page_filter):
+            return 0
+        return (yield op.Count(scopes.scope_filter(KIND_PAGE, page_filter), _route(page_filter)))
+
+    # ------------------------------------------------------------ the PageStore API
 
     def upsert_document(
         self,
@@ -290,71 +370,37 @@ class QdrantLayoutStore(PageStore):
         pages: Sequence[PageRecord],
         embeddings: Sequence[PageEmbedding],
     ) -> None:
-        """Journal, pages, record (the commit), stale pages out, journal out.
+        """Journal, pages (pending), then the commit: record, stale pages out, pages released.
 
         A crash or failed write at any step leaves the previous revision visible and complete;
-        the next open (embedded) or write of the document (server) cleans the rest.
+        the next open (embedded), write of the document or :meth:`recover` cleans the rest.
         """
-        page_points, record = L.document_points(
-            schema, pages, embeddings, dim=self.dim, use_sparse=self.sparse
-        )
-        doc_key = record.id
-        rev = str(record.payload[L.REVISION])
-        self._writes_in_flight += 1
-        try:
-            self._recover(doc_key)
-            self._write([L.journal_point(doc_key, rev)])
-            fault_point("journal-written")
-            for start in range(0, len(page_points), self.write_batch):
-                self._write(page_points[start : start + self.write_batch])
-                if start == 0:
-                    fault_point("pages-partial")
-            fault_point("pages-written")
-            self._write([record])
-            fault_point("record-written")
-            self._delete(L.stale_pages_filter(doc_key, rev))
-            fault_point("stale-deleted")
-            self._delete(L.kind_filter(L.KIND_JOURNAL, **{access.DOC_KEY: [doc_key]}))
-        except (OSError, StoreError) as exc:
-            try:
-                self._recover(doc_key)
-            except Exception:  # the disk may still be full: the next open recovers
-                logger.warning(
-                    "%s: cleanup of %s deferred to the next open", self.location, doc_key
-                )
-            raise _write_failure(self.location, schema.doc_id, exc) from exc
-        finally:
-            self._writes_in_flight -= 1
+        self._run(self._upsert_steps(schema, pages, embeddings))
 
-    def document_version(self, doc_id: str, *, tenant: str | None = None) -> str | None:
-        payload = self._retrieve(L.document_point_id(tenant, doc_id))
-        return None if payload is None else str(payload["doc_version"])
+    def recover(self) -> int:
+        """Clean every interrupted write (a crash mid-index); returns how many there were.
 
-    def get_schema(self, doc_id: str, *, tenant: str | None = None) -> DocumentSchema | None:
-        payload = self._retrieve(L.document_point_id(tenant, doc_id))
-        return None if payload is None else L.schema_from_payload(payload)
-
-    def list_documents(self, page_filter: PageFilter | None = None) -> list[DocumentSchema]:
-        if L.matches_nothing(page_filter):
-            return []
-        payloads = self._scroll(L.scope_filter(L.KIND_DOCUMENT, page_filter))
-        return sorted((L.schema_from_payload(p) for p in payloads), key=lambda s: s.doc_id)
+        Embedded stores run it when opened (one process owns the folder); on a shared server
+        each document is recovered when it is next written, or by calling this.
+        """
+        done = self._run(self._recover_all_steps())
+        if done:
+            logger.warning("%s: cleaned %d interrupted document writes", self.location, done)
+        return done
 
     def delete_document(self, doc_id: str, *, tenant: str | None = None) -> bool:
         """Record first (the document disappears at once), then its pages; crash-safe."""
-        doc_key = L.document_point_id(tenant, doc_id)
-        self._writes_in_flight += 1
-        try:
-            if self._retrieve(doc_key) is None:
-                self._recover(doc_key)
-                return False
-            self._write([L.journal_point(doc_key, None)])
-            self._delete(L.kind_filter(L.KIND_DOCUMENT, **{access.DOC_KEY: [doc_key]}))
-            self._delete(L.stale_pages_filter(doc_key, None))
-            self._delete(L.kind_filter(L.KIND_JOURNAL, **{access.DOC_KEY: [doc_key]}))
-            return True
-        finally:
-            self._writes_in_flight -= 1
+        return self._run(self._delete_steps(doc_id, tenant))
+
+    def document_version(self, doc_id: str, *, tenant: str | None = None) -> str | None:
+        payload = self._run(self._record_steps(doc_id, tenant))
+        return None if payload is None else str(payload["doc_version"])
+
+    def get_schema(self, doc_id: str, *, tenant: str | None = None) -> DocumentSchema | None:
+        return self._run(self._schema_steps(doc_id, tenant))
+
+    def list_documents(self, page_filter: PageFilter | None = None) -> list[DocumentSchema]:
+        return self._run(self._documents_steps(page_filter))
 
     def search(
         self,
@@ -364,92 +410,55 @@ class QdrantLayoutStore(PageStore):
         page_filter: PageFilter | None = None,
         prefetch_limit: int | None = None,
     ) -> list[PageHit]:
-        plan = self._plan(query, limit, page_filter, prefetch_limit)
-        if L.matches_nothing(page_filter):
-            return []
-        wider: L.SearchPlan | None = plan
-        kept: list[tuple[dict[str, Any], float]] = []
-        for _ in range(_REFILL_ROUNDS):
-            if wider is None:
-                break
-            kept, wider = self._visible_hits(wider, self._query(wider))
-        return self._hits(kept[:limit])
+        return self._run(self._search_steps(query, limit, page_filter, prefetch_limit))
 
     def get_pages(
         self, refs: Sequence[PageRef], page_filter: PageFilter | None = None
     ) -> list[PageRecord]:
         """Existing pages of ``refs`` passing the filter, in the order of ``refs`` (each once)."""
-        wanted = list(dict.fromkeys(refs))
-        if not wanted or L.matches_nothing(page_filter):
-            return []
-        where = L.scope_filter(
-            L.KIND_PAGE,
-            page_filter,
-            doc_id=sorted({ref.doc_id for ref in wanted}),
-            page=sorted({ref.page for ref in wanted}),
-        )
-        found: dict[PageRef, PageRecord] = {}
-        payloads = self._scroll(where)
-        for payload, visible in zip(payloads, self._visible(payloads), strict=True):
-            if visible:
-                record = L.record_from_payload(payload)
-                found.setdefault(record.ref, record)
-        return [found[ref] for ref in wanted if ref in found]
+        return self._run(self._pages_steps(refs, page_filter))
 
     def count_pages(self, page_filter: PageFilter | None = None) -> int:
-        if L.matches_nothing(page_filter):
-            return 0
-        return self._count(L.scope_filter(L.KIND_PAGE, page_filter))
+        return self._run(self._count_steps(page_filter))
 
-    def feedback_search(
+    async def asearch(
         self,
-        positive: Sequence[PageRef],
-        negative: Sequence[PageRef] = (),
+        query: QueryEmbedding,
         *,
         limit: int,
         page_filter: PageFilter | None = None,
-        using: str = "pooled",
-        strategy: str = "best_score",
-        target: QueryEmbedding | None = None,
+        prefetch_limit: int | None = None,
     ) -> list[PageHit]:
-        """Recommend / discovery on stored page vectors; examples pass ``page_filter`` too.
+        return await self._arun(self._search_steps(query, limit, page_filter, prefetch_limit))
 
-        Examples are looked up through the filter (a page the caller may not see is no example),
-        their stored vectors are sent as the query, and example pages are dropped from the
-        result. Ties are broken by document and page, so the result is deterministic.
+    async def aget_pages(
+        self, refs: Sequence[PageRef], page_filter: PageFilter | None = None
+    ) -> list[PageRecord]:
+        return await self._arun(self._pages_steps(refs, page_filter))
+
+    async def acount_pages(self, page_filter: PageFilter | None = None) -> int:
+        return await self._arun(self._count_steps(page_filter))
+
+    async def alist_documents(self, page_filter: PageFilter | None = None) -> list[DocumentSchema]:
+        return await self._arun(self._documents_steps(page_filter))
+
+    async def aget_schema(self, doc_id: str, *, tenant: str | None = None) -> DocumentSchema | None:
+        return await self._arun(self._schema_steps(doc_id, tenant))
+
+    @contextmanager
+    def bulk_load(self) -> Iterator[None]:
+        """Defer HNSW building while many documents are written; build it once at the end.
+
+        Per-document writes keep their crash-safe order (pages, record, old pages out), so a
+        crash mid-load loses nothing committed; searches stay correct meanwhile, only slower.
+        Nested blocks build once, when the outermost ends.
         """
-        L.check_feedback(using, strategy, limit)
-        positive = list(dict.fromkeys(positive))
-        negative = [r for r in dict.fromkeys(negative) if r not in set(positive)]
-        if not positive or L.matches_nothing(page_filter):
-            return []
-        records = self.get_pages([*positive, *negative], page_filter)
-        ids = {
-            r.ref: L.page_point_id(
-                access.document_key(r.tenant, r.doc_id), L.revision(r.doc_version, r.acl), r.page
-            )
-            for r in records
-        }
-        vectors = self._vectors(sorted(set(ids.values())), L.feedback_vector_name(using))
-        pos = [vectors[ids[r]] for r in positive if r in ids and ids[r] in vectors]
-        neg = [vectors[ids[r]] for r in negative if r in ids and ids[r] in vectors]
-        if not pos:
-            return []
-        plan = L.feedback_plan(
-            pos,
-            neg,
-            target=target,
-            dim=self.dim,
-            using=using,
-            strategy=strategy,
-            page_filter=page_filter,
-            limit=limit + len(ids),
-        )
-        examples = set(ids)
-        scored = self._feedback_query(plan)
-        scored = [
-            hit for hit, ok in zip(scored, self._visible([p for p, _ in scored]), strict=True) if ok
-        ]
-        hits = [h for h in self._hits(scored) if h.ref not in examples]
-        hits.sort(key=lambda h: (-h.score, h.record.doc_id, h.record.page))
-        return hits[:limit]
+        self._bulk_depth += 1
+        if self._bulk_depth == 1:
+            self._begin_bulk_load()
+        try:
+            yield
+        finally:
+            self._bulk_depth -= 1
+            if self._bulk_depth == 0:
+                self._end_bulk_load()

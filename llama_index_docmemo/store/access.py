@@ -18,7 +18,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from llama_index_docmemo.types import PageFilter
+from llama_index_docmemo.types import FieldMatch, PageFilter
 
 TENANT_KEY = "tenant_key"
 """Payload key: the tenant, or :data:`NO_TENANT`."""
@@ -30,7 +30,7 @@ DOC_KEY = "doc_key"
 NO_TENANT = "\x00no-tenant"
 PUBLIC = "\x00public"
 
-_NAMESPACE = uuid.UUID("6f1c2b9e-5d1a-4c07-9a8e-3b2f0d4e7a61")
+NAMESPACE = uuid.UUID("6f1c2b9e-5d1a-4c07-9a8e-3b2f0d4e7a61")
 _MAX_NAME = 256
 
 
@@ -57,7 +57,7 @@ def access_values(acl: Sequence[str]) -> list[str]:
 
 def document_key(tenant: str | None, doc_id: str) -> str:
     """A document's identity as one string (a UUID): tenant and doc id, never the doc id alone."""
-    return str(uuid.uuid5(_NAMESPACE, f"document\x00{tenant_key(tenant)}\x00{doc_id}"))
+    return str(uuid.uuid5(NAMESPACE, f"document\x00{tenant_key(tenant)}\x00{doc_id}"))
 
 
 def visible_groups(page_filter: PageFilter) -> tuple[str, ...]:
@@ -78,13 +78,22 @@ def admits(page_filter: PageFilter | None, tenant: str | None, acl: Sequence[str
     return not acl or bool(set(acl) & set(page_filter.acl_groups or ()))
 
 
-def access_conditions(page_filter: PageFilter | None) -> list[tuple[str, tuple[str, ...]]]:
-    """(payload key, allowed values) pairs that :func:`admits` means, for a Qdrant filter."""
+def match(key: str, values: Sequence[str | int | bool]) -> FieldMatch:
+    """``key`` equal to the one value, or to any of several."""
+    return (
+        FieldMatch(key, "eq", values[0])
+        if len(values) == 1
+        else FieldMatch(key, "in", tuple(values))
+    )
+
+
+def access_conditions(page_filter: PageFilter | None) -> list[FieldMatch]:
+    """The conditions that :func:`admits` means, for a Qdrant filter (all must hold)."""
     if page_filter is None:
         return []
-    conditions: list[tuple[str, tuple[str, ...]]] = []
+    conditions: list[FieldMatch] = []
     if page_filter.doc_ids is not None:
-        conditions.append(("doc_id", tuple(page_filter.doc_ids)))
-    conditions.append((TENANT_KEY, (tenant_key(page_filter.tenant),)))
-    conditions.append((ACCESS, visible_groups(page_filter)))
+        conditions.append(match("doc_id", page_filter.doc_ids))
+    conditions.append(match(TENANT_KEY, (tenant_key(page_filter.tenant),)))
+    conditions.append(match(ACCESS, visible_groups(page_filter)))
     return conditions

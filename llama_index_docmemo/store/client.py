@@ -2,157 +2,49 @@
 
 ``path=`` / ``location=":memory:"`` run qdrant-client's local mode instead, a pure-Python
 test double of the server API: the same requests, about 100x slower than Qdrant Edge.
+Every request is built once (:mod:`.client_requests`) and sent by a sync or an async driver,
+each with the same bounded retries (tenacity).
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any
 
 from qdrant_client import AsyncQdrantClient, QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+from tenacity import (
+    AsyncRetrying,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential,
+)
 
 from llama_index_docmemo.errors import StoreError
-from llama_index_docmemo.store import _layout as L
-from llama_index_docmemo.store._qdrant import _REFILL_ROUNDS, QdrantLayoutStore
-from llama_index_docmemo.store.filters import client_filter
-from llama_index_docmemo.types import PageFilter, PageHit, QueryEmbedding
-
-T = TypeVar("T")
+from llama_index_docmemo.faults import fault_point
+from llama_index_docmemo.store import access
+from llama_index_docmemo.store import operations as op
+from llama_index_docmemo.store._qdrant import QdrantLayoutStore
+from llama_index_docmemo.store.client_requests import Call, Routing, call, vectors_config
+from llama_index_docmemo.store.layouts import DEFAULT_LAYOUT, LEXICAL, MultivectorLayout
+from llama_index_docmemo.store.plans import Fusion, IdfScope
 
 _RETRY_STATUS = frozenset({429, 502, 503, 504})
-_SCROLL_PAGE = 256
+SHARED_SHARD_KEY = "docmemo-shared"
+"""The shard key of every tenant without one of its own (custom sharding)."""
+INDEXING_THRESHOLD_KB = 20_000
+"""Qdrant's default: segments larger than this get their HNSW index built."""
 
 
-def _backoff(attempt: int) -> float:
-    return 0.5 * 2 ** (attempt - 1)
-
-
-def _transient(exc: Exception) -> bool:
+def _transient(exc: BaseException) -> bool:
     """Worth retrying: the server did not answer, or answered that it is busy."""
     if isinstance(exc, ResponseHandlingException):
         return True
     return isinstance(exc, UnexpectedResponse) and exc.status_code in _RETRY_STATUS
-
-
-def _condition(condition: L.Condition) -> models.FieldCondition:
-    values = list(condition.values)
-    match: models.MatchValue | models.MatchAny = (
-        models.MatchValue(value=values[0]) if len(values) == 1 else models.MatchAny(any=values)
-    )
-    return models.FieldCondition(key=condition.key, match=match)
-
-
-def _filter(where: L.FilterSpec) -> models.Filter:
-    must: list[Any] = [_condition(c) for c in where.must]
-    must += [client_filter(g) for g in where.groups]
-    must += [models.IsEmptyCondition(is_empty=models.PayloadField(key=k)) for k in where.empty]
-    return models.Filter(
-        must=must,
-        must_not=[_condition(c) for c in where.must_not] or None,
-    )
-
-
-def _point(point: L.PointData) -> models.PointStruct:
-    vectors: dict[str, Any] = dict(point.dense)
-    if point.sparse is not None:
-        vectors[L.LEXICAL] = models.SparseVector(
-            indices=list(point.sparse.indices), values=list(point.sparse.values)
-        )
-    return models.PointStruct(id=point.id, vector=vectors, payload=point.payload)
-
-
-def _vectors_config(dim: int) -> dict[str, models.VectorParams]:
-    """Named vectors of the layout; no HNSW graph on the multivector (MaxSim reranks only)."""
-    return {
-        L.MULTI: models.VectorParams(
-            size=dim,
-            distance=models.Distance.COSINE,
-            multivector_config=models.MultiVectorConfig(
-                comparator=models.MultiVectorComparator.MAX_SIM
-            ),
-            hnsw_config=models.HnswConfigDiff(m=0),
-        ),
-        L.POOLED: models.VectorParams(size=dim, distance=models.Distance.COSINE),
-    }
-
-
-def _index_schema(kind: str, is_tenant: bool) -> Any:
-    if kind == "integer":
-        return models.PayloadSchemaType.INTEGER
-    if is_tenant:
-        return models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
-    return models.PayloadSchemaType.KEYWORD
-
-
-def branch_requests(plan: L.SearchPlan) -> list[dict[str, Any]]:
-    """``query_points`` keyword arguments of each branch (dense, then lexical if any), the same for
-    the sync and async client; :func:`_layout.fuse_branches` fuses their answers deterministically."""
-    where = _filter(plan.where)
-    vectors = plan.vectors
-    first_stage = models.Prefetch(
-        query=vectors.pooled, using=L.POOLED, limit=plan.prefetch, filter=where
-    )
-    requests: list[dict[str, Any]] = [
-        {
-            "query": vectors.multi,
-            "using": L.MULTI,
-            "prefetch": [first_stage],
-            "query_filter": where,
-            "limit": plan.prefetch,
-            "with_payload": True,
-        }
-    ]
-    if vectors.sparse is not None:
-        idf = (
-            models.SearchParams(idf=models.IdfCorpusParams(corpus=where))
-            if plan.idf_scope == "filter"
-            else None
-        )
-        requests.append(
-            {
-                "query": models.SparseVector(
-                    indices=list(vectors.sparse.indices), values=list(vectors.sparse.values)
-                ),
-                "using": L.LEXICAL,
-                "query_filter": where,
-                "limit": plan.prefetch,
-                "search_params": idf,
-                "with_payload": True,
-            }
-        )
-    return requests
-
-
-def feedback_request(plan: L.FeedbackPlan) -> dict[str, Any]:
-    """Keyword arguments of ``query_points`` for a recommend / discovery plan."""
-    query: models.DiscoverQuery | models.RecommendQuery
-    if plan.target is not None and plan.negatives:
-        query = models.DiscoverQuery(
-            discover=models.DiscoverInput(
-                target=plan.target,
-                context=[models.ContextPair(positive=p, negative=n) for p, n in plan.context_pairs],
-            )
-        )
-    else:
-        query = models.RecommendQuery(
-            recommend=models.RecommendInput(
-                positive=plan.positives,
-                negative=plan.negatives or None,
-                strategy=models.RecommendStrategy(plan.strategy),
-            )
-        )
-    return {
-        "query": query,
-        "using": plan.using,
-        "query_filter": _filter(plan.where),
-        "limit": plan.limit,
-        "with_payload": True,
-    }
 
 
 class QdrantClientPageStore(QdrantLayoutStore):
@@ -164,17 +56,24 @@ class QdrantClientPageStore(QdrantLayoutStore):
             result with strong ordering, so a version's stale pages are deleted after the new
             ones are in, on every replica.
         path / location: local mode on disk / ``":memory:"`` (test double of the server API).
-        collection: collection name; created on first use with the layout's vectors and
-            payload indexes, and with ``shard_number`` / ``replication_factor`` /
-            ``quantization_config`` when given.
-        encoder_name / dim / sparse / fusion / idf_scope: as for :class:`EdgePageStore`.
+        collection: collection name; created on first use with the layout's vectors, the
+            payload indexes (the tenant field with ``is_tenant=true``) and the cluster settings.
+        shard_number / replication_factor / write_consistency_factor: the collection's cluster
+            settings (Qdrant's meaning; with tenant shard keys, ``shard_number`` is per key).
+        tenant_shard_keys: tenants large enough for a shard key of their own (Qdrant's custom
+            sharding): every read and write of such a tenant names its key, the other tenants
+            share one key. Fixed at creation (a tenant's points cannot move keys afterwards).
+        quantization_config: collection-wide quantization (the layout's own is per vector).
+        encoder_name / dim / sparse / fusion / idf_scope / layout / default_layout: as for
+            :class:`EdgePageStore`.
 
     Raises:
         StoreError: the server does not answer, or the collection was created with another
-            encoder or is not a docmemo page store.
+            encoder, layout or shard keys, or is not a docmemo page store.
     """
 
-    write_batch = 16  # a ColQwen page is ~1 MB of JSON: keep requests small
+    max_batch_points = 64
+    max_batch_bytes = 8 << 20  # of vectors: JSON is ~3x that, and Qdrant refuses requests > 32 MB
 
     def __init__(
         self,
@@ -187,29 +86,48 @@ class QdrantClientPageStore(QdrantLayoutStore):
         encoder_name: str,
         dim: int,
         sparse: bool = False,
-        fusion: L.Fusion = "rrf",
-        idf_scope: L.IdfScope = "filter",
+        fusion: Fusion = "rrf",
+        idf_scope: IdfScope = "filter",
+        layout: MultivectorLayout | None = None,
+        default_layout: MultivectorLayout = DEFAULT_LAYOUT,
         shard_number: int | None = None,
         replication_factor: int | None = None,
+        write_consistency_factor: int | None = None,
+        tenant_shard_keys: Sequence[str] | None = None,
         quantization_config: models.QuantizationConfig | None = None,
         timeout: int = 30,
         retries: int = 3,
     ) -> None:
         super().__init__(
-            encoder_name=encoder_name, dim=dim, sparse=sparse, fusion=fusion, idf_scope=idf_scope
+            encoder_name=encoder_name,
+            dim=dim,
+            sparse=sparse,
+            fusion=fusion,
+            idf_scope=idf_scope,
+            layout=layout,
+            default_layout=default_layout,
         )
         if sum(x is not None for x in (url, path, location)) != 1:
             raise StoreError(
                 "give exactly one of url=, path= or location= for a Qdrant client store"
             )
+        if tenant_shard_keys and url is None:
+            raise StoreError(
+                "tenant_shard_keys need a Qdrant server (url=): local mode has no shards"
+            )
+        for tenant in tenant_shard_keys or ():
+            try:
+                access.check_name("tenant", tenant)
+            except ValueError as exc:
+                raise StoreError(f"tenant_shard_keys: {exc}") from exc
         self.collection = collection
         self.timeout = timeout
         self.retries = max(1, retries)
         self.remote = url is not None
-        self.exclusive = not self.remote  # local mode locks its folder to this process
         self._url = url
         self._api_key = api_key
         self._where = url or (str(path) if path is not None else str(location))
+        self._routing: Routing | None = None
         self._client: QdrantClient | None = QdrantClient(
             url=url,
             api_key=api_key,
@@ -218,9 +136,16 @@ class QdrantClientPageStore(QdrantLayoutStore):
             timeout=timeout,
         )
         self._aclient: AsyncQdrantClient | None = None
-        self._ordering = models.WriteOrdering.STRONG
         try:
-            self._open(shard_number, replication_factor, quantization_config)
+            self._open(
+                {
+                    "shard_number": shard_number,
+                    "replication_factor": replication_factor,
+                    "write_consistency_factor": write_consistency_factor,
+                    "quantization_config": quantization_config,
+                },
+                tenant_shard_keys,
+            )
         except StoreError:
             self.close()  # release the local-mode folder lock for a retry in this process
             raise
@@ -235,235 +160,155 @@ class QdrantClientPageStore(QdrantLayoutStore):
             raise StoreError(f"{self.location} is closed")
         return self._client
 
-    def _call(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """``fn`` with bounded retries on transient failures; other failures name the store."""
-        attempt = 1
-        while True:
-            try:
-                return fn(*args, **kwargs)
-            except (ResponseHandlingException, UnexpectedResponse) as exc:
-                if not _transient(exc) or attempt >= self.retries:
-                    raise StoreError(f"{what} on {self.location} failed: {exc}") from exc
-            time.sleep(_backoff(attempt))
-            attempt += 1
+    # ------------------------------------------------------------ drivers
 
-    def _open(
-        self,
-        shard_number: int | None,
-        replication_factor: int | None,
-        quantization_config: models.QuantizationConfig | None,
-    ) -> None:
-        if self._call("checking the collection", self.client.collection_exists, self.collection):
-            self._check_meta()
-            if not self.remote:
-                self.recover()  # local mode: this process owns the folder
-            return
+    def _retry_options(self) -> dict[str, Any]:
+        return {
+            "stop": stop_after_attempt(self.retries),
+            "wait": wait_exponential(multiplier=0.5, max=8),
+            "retry": retry_if_exception(_transient),
+            "reraise": True,
+        }
+
+    def _failure(self, what: str, exc: Exception) -> StoreError:
+        return StoreError(f"{what} on {self.location} failed: {exc}")
+
+    def _send(self, request: Call) -> Any:
+        """One call on the sync client, retried on transient failures."""
+        method = getattr(self.client, request.method)
         try:
-            self._call(
-                "creating the collection",
-                self.client.create_collection,
-                self.collection,
-                vectors_config=_vectors_config(self.dim),
-                sparse_vectors_config=(
-                    {L.LEXICAL: models.SparseVectorParams(modifier=models.Modifier.IDF)}
-                    if self.sparse
-                    else None
-                ),
-                shard_number=shard_number,
-                replication_factor=replication_factor,
-                quantization_config=quantization_config,
-                timeout=self.timeout,
-            )
-        except StoreError:
-            # another process created it between our check and our create: use theirs
-            if not self._call(
-                "checking the collection", self.client.collection_exists, self.collection
-            ):
-                raise
-            self._check_meta()
-            return
-        for key, kind, is_tenant in L.PAYLOAD_INDEXES:
-            self._create_index(key, kind, is_tenant)
-        self._write([self._meta_point()])
+            for attempt in Retrying(**self._retry_options()):
+                with attempt:
+                    reply = method(self.collection, **request.kwargs)
+        except (ResponseHandlingException, UnexpectedResponse) as exc:
+            raise self._failure(request.what, exc) from exc
+        return request.parse(reply)
 
-    def _create_index(self, key: str, kind: Literal["keyword", "integer"], is_tenant: bool) -> None:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Payload indexes have no effect")
-            self._call(
-                f"indexing payload field '{key}'",
-                self.client.create_payload_index,
-                self.collection,
-                key,
-                field_schema=_index_schema(kind, is_tenant),
-                wait=True,
-                timeout=self.timeout,
-            )
+    def _execute(self, operation: op.Operation) -> Any:
+        reply = self._send(call(operation, routing=self._routing, timeout=self.timeout))
+        if isinstance(operation, op.Commit):  # one request took the document past both steps
+            fault_point("record-written")
+            fault_point("stale-deleted")
+        return reply
 
-    def _set_payload(self, where: L.FilterSpec, payload: dict[str, Any]) -> None:
-        self._call(
-            "set payload",
-            self.client.set_payload,
-            self.collection,
-            payload=payload,
-            points=models.FilterSelector(filter=_filter(where)),
-            wait=True,
-            ordering=self._ordering,
-            timeout=self.timeout,
-        )
-
-    def _write(self, points: Sequence[L.PointData]) -> None:
-        self._call(
-            "upsert",
-            self.client.upsert,
-            self.collection,
-            points=[_point(p) for p in points],
-            wait=True,
-            ordering=self._ordering,
-            timeout=self.timeout,
-        )
-
-    def _delete(self, where: L.FilterSpec) -> None:
-        self._call(
-            "delete",
-            self.client.delete,
-            self.collection,
-            points_selector=models.FilterSelector(filter=_filter(where)),
-            wait=True,
-            ordering=self._ordering,
-            timeout=self.timeout,
-        )
-
-    def _scroll(
-        self, where: L.FilterSpec, fields: Sequence[str] | None = None
-    ) -> list[dict[str, Any]]:
-        payloads: list[dict[str, Any]] = []
-        offset: Any = None
-        while True:
-            records, offset = self._call(
-                "scroll",
-                self.client.scroll,
-                self.collection,
-                scroll_filter=_filter(where),
-                limit=_SCROLL_PAGE,
-                offset=offset,
-                with_payload=list(fields) if fields is not None else True,
-                with_vectors=False,
-                timeout=self.timeout,
-            )
-            payloads.extend(r.payload or {} for r in records)
-            if offset is None:
-                return payloads
-
-    def _count(self, where: L.FilterSpec) -> int:
-        result = self._call(
-            "count",
-            self.client.count,
-            self.collection,
-            count_filter=_filter(where),
-            exact=True,
-            timeout=self.timeout,
-        )
-        return result.count
-
-    def _retrieve(self, point_id: str) -> dict[str, Any] | None:
-        records = self._call(
-            "retrieve",
-            self.client.retrieve,
-            self.collection,
-            ids=[point_id],
-            with_payload=True,
-            with_vectors=False,
-            timeout=self.timeout,
-        )
-        return (records[0].payload or {}) if records else None
-
-    def _query(self, plan: L.SearchPlan) -> list[tuple[dict[str, Any], float]]:
-        branches = [
-            self._call(
-                "search", self.client.query_points, self.collection, **request, timeout=self.timeout
-            ).points
-            for request in branch_requests(plan)
-        ]
-        return L.fuse_branches(
-            [[(p.payload or {}, p.score) for p in branch] for branch in branches], plan
-        )
-
-    def _vectors(self, point_ids: Sequence[str], using: str) -> dict[str, L.Vector]:
-        if not point_ids:
-            return {}
-        records = self._call(
-            "retrieve",
-            self.client.retrieve,
-            self.collection,
-            ids=list(point_ids),
-            with_payload=False,
-            with_vectors=[using],
-            timeout=self.timeout,
-        )
-        out: dict[str, L.Vector] = {}
-        for record in records:
-            vector = record.vector
-            if isinstance(vector, dict) and using in vector:
-                out[str(record.id)] = vector[using]  # type: ignore[assignment]
-        return out
-
-    def _feedback_query(self, plan: L.FeedbackPlan) -> list[tuple[dict[str, Any], float]]:
-        response = self._call(
-            "feedback search",
-            self.client.query_points,
-            self.collection,
-            **feedback_request(plan),
-            timeout=self.timeout,
-        )
-        return [(p.payload or {}, p.score) for p in response.points]
-
-    async def asearch(
-        self,
-        query: QueryEmbedding,
-        *,
-        limit: int,
-        page_filter: PageFilter | None = None,
-        prefetch_limit: int | None = None,
-    ) -> list[PageHit]:
-        """Native async search on a server; local mode (one in-process store) runs in a thread."""
-        if not self.remote:
-            return await super().asearch(
-                query, limit=limit, page_filter=page_filter, prefetch_limit=prefetch_limit
-            )
-        plan = self._plan(query, limit, page_filter, prefetch_limit)
-        if L.matches_nothing(page_filter):
-            return []
+    async def _asend(self, request: Call) -> Any:
+        """One call on the async client, with the sync driver's retries."""
         if self._aclient is None:
             self._aclient = AsyncQdrantClient(
                 url=self._url, api_key=self._api_key, timeout=self.timeout
             )
-        client = self._aclient
-        wider: L.SearchPlan | None = plan
-        kept: list[tuple[dict[str, Any], float]] = []
-        for _ in range(_REFILL_ROUNDS):
-            if wider is None:
-                break
-            branches = [await self._abranch(client, request) for request in branch_requests(wider)]
-            scored = L.fuse_branches(branches, wider)
-            kept, wider = await asyncio.to_thread(self._visible_hits, wider, scored)
-        return self._hits(kept[:limit])
+        method = getattr(self._aclient, request.method)
+        try:
+            async for attempt in AsyncRetrying(**self._retry_options()):
+                with attempt:
+                    reply = await method(self.collection, **request.kwargs)
+        except (ResponseHandlingException, UnexpectedResponse) as exc:
+            raise self._failure(request.what, exc) from exc
+        return request.parse(reply)
 
-    async def _abranch(
-        self, client: AsyncQdrantClient, request: dict[str, Any]
-    ) -> list[tuple[dict[str, Any], float]]:
-        """One branch on the async client, with the sync path's bounded retries."""
-        attempt = 1
+    async def _arun(self, steps: op.Steps[op.T]) -> op.T:
+        """Native async on a server (the same steps as :meth:`_run`); local mode (one in-process
+        store) runs in a thread."""
+        if not self.remote:
+            return await super()._arun(steps)
+        reply: Any = None
+        failure: Exception | None = None
         while True:
             try:
-                response = await client.query_points(
-                    self.collection, **request, timeout=self.timeout
+                operation = steps.throw(failure) if failure is not None else steps.send(reply)
+            except StopIteration as done:
+                return done.value
+            try:
+                request = call(operation, routing=self._routing, timeout=self.timeout)
+                reply, failure = await self._asend(request), None
+            except Exception as exc:  # handed to the step, which may clean up and re-raise
+                reply, failure = None, exc
+
+    # ------------------------------------------------------------ the collection
+
+    def _open(self, cluster: dict[str, Any], tenant_shard_keys: Sequence[str] | None) -> None:
+        exists = self._send(Call("checking the collection", "collection_exists", {}, bool))
+        if exists:
+            self._adopt_routing(tenant_shard_keys)
+            self._run(self._open_steps())
+            if not self.remote:
+                self.recover()  # local mode: this process owns the folder
+            return
+        dedicated = sorted(set(tenant_shard_keys or ()))
+        create = {
+            "vectors_config": vectors_config(self.dim, self.layout),
+            "sparse_vectors_config": (
+                {LEXICAL: models.SparseVectorParams(modifier=models.Modifier.IDF)}
+                if self.sparse
+                else None
+            ),
+            "optimizers_config": models.OptimizersConfigDiff(
+                indexing_threshold=INDEXING_THRESHOLD_KB
+            ),
+            "sharding_method": models.ShardingMethod.CUSTOM if tenant_shard_keys else None,
+            "timeout": self.timeout,
+            **cluster,
+        }
+        try:
+            self._send(Call("creating the collection", "create_collection", create))
+        except StoreError:
+            # another process created it between our check and our create: use theirs
+            if not self._send(Call("checking the collection", "collection_exists", {}, bool)):
+                raise
+            self._adopt_routing(tenant_shard_keys)
+            self._run(self._open_steps())
+            return
+        if tenant_shard_keys:
+            self._routing = Routing(frozenset(dedicated), SHARED_SHARD_KEY)
+            for key in (SHARED_SHARD_KEY, *dedicated):
+                options = {
+                    "shard_key": key,
+                    "shards_number": cluster["shard_number"],
+                    "replication_factor": cluster["replication_factor"],
+                }
+                self._send(Call(f"creating shard key {key!r}", "create_shard_key", options))
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Payload indexes have no effect")
+            self._run(self._create_steps())
+
+    def _adopt_routing(self, tenant_shard_keys: Sequence[str] | None) -> None:
+        """An existing collection's shard keys: taken as they are, checked against the request."""
+        info = self._send(Call("reading the collection", "get_collection", {}))
+        if info.config.params.sharding_method != models.ShardingMethod.CUSTOM:
+            if tenant_shard_keys:
+                raise StoreError(
+                    f"{self.location} was created without tenant shard keys: it cannot take "
+                    f"tenant_shard_keys={list(tenant_shard_keys)} (index into a new collection)"
                 )
-                return [(p.payload or {}, p.score) for p in response.points]
-            except (ResponseHandlingException, UnexpectedResponse) as exc:
-                if not _transient(exc) or attempt >= self.retries:
-                    raise StoreError(f"search on {self.location} failed: {exc}") from exc
-            await asyncio.sleep(_backoff(attempt))
-            attempt += 1
+            return
+        stored = self._send(Call("reading the shard keys", "list_shard_keys", {}))
+        keys = {str(k.key) for k in stored.shard_keys or []} - {SHARED_SHARD_KEY}
+        if tenant_shard_keys is not None and set(tenant_shard_keys) != keys:
+            raise StoreError(
+                f"{self.location} has shard keys for tenants {sorted(keys)}, not "
+                f"{sorted(set(tenant_shard_keys))}: a tenant's points cannot move keys"
+            )
+        self._routing = Routing(frozenset(keys), SHARED_SHARD_KEY)
+
+    def _begin_bulk_load(self) -> None:
+        """Qdrant's bulk-load advice: no HNSW building while the points stream in."""
+        self._set_indexing(0)
+
+    def _end_bulk_load(self) -> None:
+        """The threshold the collection was created with (never one another loader left)."""
+        self._set_indexing(INDEXING_THRESHOLD_KB)
+
+    def _set_indexing(self, threshold: int) -> None:
+        if not self.remote:
+            return  # local mode has no indexes to defer
+        config = models.OptimizersConfigDiff(indexing_threshold=threshold)
+        self._send(
+            Call(
+                "setting the indexing threshold",
+                "update_collection",
+                {"optimizers_config": config, "timeout": self.timeout},
+            )
+        )
 
     async def aclose(self) -> None:
         """Close the async client (if one was opened) and the sync one."""

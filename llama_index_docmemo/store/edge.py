@@ -6,15 +6,25 @@ import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import qdrant_edge as qe
 
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.faults import fault_point
-from llama_index_docmemo.store import _layout as L
+from llama_index_docmemo.store import ids, scopes
+from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store._qdrant import QdrantLayoutStore
-from llama_index_docmemo.store.filters import edge_filter
+from llama_index_docmemo.store.layouts import (
+    DEFAULT_LAYOUT,
+    GRID,
+    LEXICAL,
+    MULTI,
+    MultivectorLayout,
+)
+from llama_index_docmemo.store.payloads import WRITE_STATE, IndexKind, PointData
+from llama_index_docmemo.store.plans import Fusion, IdfScope, SearchPlan
+from llama_index_docmemo.types import FieldGroup, FieldMatch
 
 # Qdrant Edge writes through memory maps: a write into a full disk kills the process with SIGBUS
 # instead of failing, and a new segment or WAL file takes ~170 MiB at once (measured on tmpfs).
@@ -25,30 +35,37 @@ MIN_FREE_ENV = "DOCMEMO_MIN_FREE_MB"
 _SPACE_FACTOR = 3
 _SHARD_MARKER = "edge_config.json"
 _CLIENT_LOCAL_MARKER = "meta.json"
-_SCROLL_PAGE = 256
 
 
-def _condition(condition: L.Condition) -> qe.FieldCondition:
-    values = list(condition.values)
-    match = qe.MatchValue(values[0]) if len(values) == 1 else qe.MatchAny(values)
-    return qe.FieldCondition(condition.key, match=match)
+_RANGE_OPS = ("gt", "gte", "lt", "lte")
 
 
-def _filter(where: L.FilterSpec) -> qe.Filter:
-    return qe.Filter(
-        must=[_condition(c) for c in where.must]
-        + [edge_filter(g) for g in where.groups]
-        + [qe.IsEmptyCondition(k) for k in where.empty],
-        must_not=[_condition(c) for c in where.must_not] or None,
-    )
+def _condition(clause: FieldMatch | FieldGroup) -> Any:
+    if isinstance(clause, FieldGroup):
+        return _filter(clause)
+    key, kind, value = clause.key, clause.op, clause.value
+    if kind == "is_empty":
+        return qe.IsEmptyCondition(key)
+    if kind in _RANGE_OPS:
+        return qe.FieldCondition(key, range=qe.RangeFloat(**{kind: float(value)}))
+    if kind == "in":
+        return qe.FieldCondition(key, match=qe.MatchAny(list(value)))
+    if kind in ("nin", "ne"):
+        return qe.FieldCondition(
+            key, match=qe.MatchExcept(list(value) if kind == "nin" else [value])
+        )
+    return qe.FieldCondition(key, match=qe.MatchValue(value))
 
 
-def _point_bytes(point: L.PointData) -> int:
+def _filter(group: FieldGroup) -> qe.Filter:
+    """The one translation of the store's filter tree (:mod:`.scopes`) into Qdrant Edge's."""
+    slot = {"and": "must", "or": "should", "not": "must_not"}[group.condition]
+    return qe.Filter(**{slot: [_condition(clause) for clause in group.clauses]})
+
+
+def _point_bytes(point: PointData) -> int:
     """About how many bytes a point takes on disk (vectors as float32, payload text)."""
-    floats = sum(
-        len(values) * (len(values[0]) if values and isinstance(values[0], list) else 1)
-        for values in point.dense.values()
-    )
+    floats = sum(int(values.size) for values in point.dense.values())
     sparse = 8 * len(point.sparse.indices) if point.sparse is not None else 0
     return 4 * floats + sparse + sum(len(str(v)) for v in point.payload.values())
 
@@ -87,32 +104,106 @@ def _open_error(path: Path, what: str, exc: Exception) -> StoreError:
     return StoreError(f"cannot {what} page store {path}: {text}")
 
 
-def _point(point: L.PointData) -> qe.Point:
-    vectors: dict[str, Any] = dict(point.dense)
+def _point(point: PointData) -> qe.Point:
+    # lists: the binding reads a numpy array element by element, a list twice as fast
+    vectors: dict[str, Any] = {name: values.tolist() for name, values in point.dense.items()}
     if point.sparse is not None:
-        vectors[L.LEXICAL] = qe.SparseVector(list(point.sparse.indices), list(point.sparse.values))
+        vectors[LEXICAL] = qe.SparseVector(list(point.sparse.indices), list(point.sparse.values))
     return qe.Point(point.id, vectors, point.payload)
 
 
-def _config(dim: int, sparse: bool) -> qe.EdgeConfig:
-    """Named vectors of the layout; no HNSW graph on the multivector (MaxSim reranks only)."""
-    multi = qe.EdgeVectorParams(
+_NO_GRAPH = qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000)
+
+
+def _original_params(dim: int, layout: MultivectorLayout) -> qe.EdgeVectorParams:
+    """The original multivector: MaxSim, no HNSW graph (it only reranks), as the layout says."""
+    quantization: Any = None
+    if layout.quantization == "scalar":
+        quantization = qe.ScalarQuantizationConfig(
+            qe.ScalarType.Int8, quantile=0.99, always_ram=True
+        )
+    elif layout.quantization == "binary":
+        quantization = qe.BinaryQuantizationConfig(always_ram=True)
+    return qe.EdgeVectorParams(
         dim,
         qe.Distance.Cosine,
+        on_disk=True if layout.on_disk else None,
         multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim),
-        hnsw_config=qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000),
+        datatype=qe.VectorStorageDatatype.Float16 if layout.storage == "float16" else None,
+        quantization_config=quantization,
+        hnsw_config=_NO_GRAPH,
     )
-    pooled = qe.EdgeVectorParams(dim, qe.Distance.Cosine)
+
+
+def _config(dim: int, sparse: bool, layout: MultivectorLayout = DEFAULT_LAYOUT) -> qe.EdgeConfig:
+    """Named vectors of the layout: the original (reranks) and the first stage (HNSW)."""
+    first = qe.EdgeVectorParams(
+        dim,
+        qe.Distance.Cosine,
+        datatype=qe.VectorStorageDatatype.Float16 if layout.storage == "float16" else None,
+        multivector_config=(
+            qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim)
+            if layout.first_stage_vector == GRID
+            else None
+        ),
+    )
     sparse_vectors = (
-        {L.LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)} if sparse else None
+        {LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)} if sparse else None
     )
-    return qe.EdgeConfig(vectors={L.MULTI: multi, L.POOLED: pooled}, sparse_vectors=sparse_vectors)
+    return qe.EdgeConfig(
+        vectors={MULTI: _original_params(dim, layout), layout.first_stage_vector: first},
+        sparse_vectors=sparse_vectors,
+    )
 
 
-def _index_schema(kind: str, is_tenant: bool) -> Any:
+def _index_schema(kind: IndexKind, is_tenant: bool) -> Any:
     if kind == "integer":
         return qe.PayloadSchemaType.Integer
     return qe.KeywordIndexParams(is_tenant=True) if is_tenant else qe.PayloadSchemaType.Keyword
+
+
+def _requests(plan: SearchPlan) -> list[qe.QueryRequest]:
+    """The plan's branches (dense, then lexical if any), sent as one batch."""
+    where = _filter(plan.where)
+    first_stage = qe.Prefetch(
+        limit=plan.prefetch,
+        query=qe.Query.Nearest(plan.first_stage, using=plan.layout.first_stage_vector),
+        filter=where,
+    )
+    rerank_params = None
+    if plan.layout.quantization != "none":
+        rerank_params = qe.SearchParams(
+            quantization=qe.QuantizationSearchParams(
+                rescore=True, oversampling=plan.layout.oversampling
+            )
+        )
+    requests = [
+        qe.QueryRequest(
+            limit=plan.rerank_limit,
+            query=qe.Query.Nearest(plan.multi, using=MULTI),
+            prefetches=[first_stage],
+            filter=where,
+            params=rerank_params,
+            with_payload=True,
+        )
+    ]
+    if plan.sparse is not None:
+        idf = (
+            qe.SearchParams(idf=qe.IdfParams(corpus=where)) if plan.idf_scope == "filter" else None
+        )
+        requests.append(
+            qe.QueryRequest(
+                limit=plan.prefetch,
+                query=qe.Query.Nearest(
+                    qe.SparseVector(list(plan.sparse.indices), list(plan.sparse.values)),
+                    using=LEXICAL,
+                ),
+                filter=where,
+                params=idf,
+                with_payload=True,
+            )
+        )
+    return requests
 
 
 class EdgePageStore(QdrantLayoutStore):
@@ -124,11 +215,17 @@ class EdgePageStore(QdrantLayoutStore):
         sparse: store a lexical vector ("lexical", IDF modifier) beside the dense ones.
         fusion: "rrf" (default) or "dbsf", how dense and lexical candidates are fused.
         idf_scope: "filter" (IDF over the pages the query may see) or "collection".
+        layout: the multivector layout (see :mod:`.layouts`) the store must have; None keeps
+            the stored one, and a new store gets ``default_layout``.
+        default_layout: a new store's layout when ``layout`` is None (``open_store`` passes
+            :data:`~.layouts.PAGE_IMAGE_LAYOUT` for page-image encoders such as ColQwen).
 
     Raises:
         StoreError: the folder holds something else, is open elsewhere, or was created with
-            another encoder.
+            another encoder or layout.
     """
+
+    off_loop_threads = 1  # the engine holds the GIL through a call: one thread (base.py)
 
     def __init__(
         self,
@@ -137,14 +234,21 @@ class EdgePageStore(QdrantLayoutStore):
         encoder_name: str,
         dim: int,
         sparse: bool = False,
-        fusion: L.Fusion = "rrf",
-        idf_scope: L.IdfScope = "filter",
+        fusion: Fusion = "rrf",
+        idf_scope: IdfScope = "filter",
+        layout: MultivectorLayout | None = None,
+        default_layout: MultivectorLayout = DEFAULT_LAYOUT,
     ) -> None:
         super().__init__(
-            encoder_name=encoder_name, dim=dim, sparse=sparse, fusion=fusion, idf_scope=idf_scope
+            encoder_name=encoder_name,
+            dim=dim,
+            sparse=sparse,
+            fusion=fusion,
+            idf_scope=idf_scope,
+            layout=layout,
+            default_layout=default_layout,
         )
         self.path = Path(path)
-        self.exclusive = True  # the folder is locked to this process
         self._shard: qe.EdgeShard | None = self._open()
 
     @property
@@ -166,10 +270,10 @@ class EdgePageStore(QdrantLayoutStore):
             self._create()
         self._shard = self._call("open", qe.EdgeShard.load, str(self.path))
         try:
-            if self._retrieve(L.STORE_POINT_ID) is None:
+            if self._execute(op.Retrieve(ids.STORE_POINT_ID)) is None:
                 self._complete_creation()
-            self._check_meta()
-            self.recover()
+            self._run(self._open_steps())
+            self.recover()  # this process owns the folder: no write of another is in flight
         except BaseException:
             self._shard.close()
             self._shard = None
@@ -190,19 +294,15 @@ class EdgePageStore(QdrantLayoutStore):
             parent.mkdir(parents=True, exist_ok=True)
             check_free_space(parent, 0, "create")
             shutil.rmtree(building, ignore_errors=True)
-            shard = self._call(
-                "create", qe.EdgeShard.create, str(building), _config(self.dim, self.sparse)
-            )
+            config = _config(self.dim, self.sparse, self.layout)
+            self._shard = self._call("create", qe.EdgeShard.create, str(building), config)
             try:
                 fault_point("store-created")
-                for key, kind, is_tenant in L.PAYLOAD_INDEXES:
-                    shard.update(
-                        qe.UpdateOperation.create_field_index(key, _index_schema(kind, is_tenant))
-                    )
-                shard.update(qe.UpdateOperation.upsert_points([_point(self._meta_point())]))
-                shard.flush()
+                self._run(self._create_steps())
+                self._shard.flush()
             finally:
-                shard.close()
+                self._shard.close()
+                self._shard = None
             if self.path.is_dir():
                 self.path.rmdir()  # an empty folder the caller made; replaced by the shard
             os.rename(building, self.path)
@@ -219,11 +319,7 @@ class EdgePageStore(QdrantLayoutStore):
         (0.1.0 created stores in place, so a crash right after creation left such a folder.)
         """
         if self.shard.count(qe.CountRequest(exact=True)) == 0:
-            for key, kind, is_tenant in L.PAYLOAD_INDEXES:
-                self.shard.update(
-                    qe.UpdateOperation.create_field_index(key, _index_schema(kind, is_tenant))
-                )
-            self._write([self._meta_point()])
+            self._run(self._create_steps())
             self.shard.flush()
             return
         raise StoreError(
@@ -251,118 +347,73 @@ class EdgePageStore(QdrantLayoutStore):
         except Exception as exc:  # the engine's I/O errors (disk full, read-only) arrive as text
             raise _open_error(self.path, "write to", exc) from exc
 
-    def _write(self, points: Sequence[L.PointData]) -> None:
+    def _upsert(self, points: Sequence[PointData]) -> None:
         needed = _SPACE_FACTOR * sum(_point_bytes(p) for p in points)
         check_free_space(self.path, needed, "write to")
         self._update(qe.UpdateOperation.upsert_points([_point(p) for p in points]))
 
-    def _delete(self, where: L.FilterSpec) -> None:
-        self._update(qe.UpdateOperation.delete_points_by_filter(_filter(where)))
+    def _commit(self, commit: op.Commit) -> None:
+        """Record (the commit point), stale pages out, pages released, journal note out."""
+        self._upsert([commit.record])
+        fault_point("record-written")
+        stale = scopes.stale_pages_filter(commit.doc_key, commit.revision)
+        self._update(qe.UpdateOperation.delete_points_by_filter(_filter(stale)))
+        fault_point("stale-deleted")
+        pages = scopes.revision_pages_filter(commit.doc_key, commit.revision)
+        self._update(qe.UpdateOperation.delete_payload_by_filter(_filter(pages), [WRITE_STATE]))
+        journal = scopes.journal_filter([commit.doc_key])
+        self._update(qe.UpdateOperation.delete_points_by_filter(_filter(journal)))
 
-    def _set_payload(self, where: L.FilterSpec, payload: dict[str, Any]) -> None:
-        check_free_space(self.path, 0, "write to")
-        self._update(qe.UpdateOperation.set_payload_by_filter(_filter(where), payload))
-
-    def _create_index(self, key: str, kind: Literal["keyword", "integer"], is_tenant: bool) -> None:
-        self._update(qe.UpdateOperation.create_field_index(key, _index_schema(kind, is_tenant)))
-
-    def _scroll(
-        self, where: L.FilterSpec, fields: Sequence[str] | None = None
-    ) -> list[dict[str, Any]]:
-        payloads: list[dict[str, Any]] = []
-        offset: Any = None
-        while True:
+    def _execute(self, operation: op.Operation) -> Any:
+        """Apply one operation to the shard (in process: CPU-bound, so async runs it in a thread)."""
+        if isinstance(operation, op.Upsert):
+            return self._upsert(operation.points)
+        if isinstance(operation, op.Commit):
+            return self._commit(operation)
+        if isinstance(operation, op.Delete):
+            return self._update(
+                qe.UpdateOperation.delete_points_by_filter(_filter(operation.where))
+            )
+        if isinstance(operation, op.SetPayload):
+            check_free_space(self.path, 0, "write to")
+            return self._update(
+                qe.UpdateOperation.set_payload_by_filter(
+                    _filter(operation.where), operation.payload
+                )
+            )
+        if isinstance(operation, op.CreateIndex):
+            schema = _index_schema(operation.kind, operation.is_tenant)
+            return self._update(qe.UpdateOperation.create_field_index(operation.key, schema))
+        if isinstance(operation, op.Scroll):
+            fields = operation.fields
             records, offset = self.shard.scroll(
                 qe.ScrollRequest(
-                    offset=offset,
-                    limit=_SCROLL_PAGE,
-                    filter=_filter(where),
+                    offset=operation.offset,
+                    limit=operation.limit,
+                    filter=_filter(operation.where),
                     with_payload=list(fields) if fields is not None else True,
                 )
             )
-            payloads.extend(r.payload or {} for r in records)
-            if offset is None:
-                return payloads
-
-    def _count(self, where: L.FilterSpec) -> int:
-        return self.shard.count(qe.CountRequest(exact=True, filter=_filter(where)))
-
-    def _retrieve(self, point_id: str) -> dict[str, Any] | None:
-        records = self.shard.retrieve([point_id], with_payload=True, with_vector=False)
-        return (records[0].payload or {}) if records else None
-
-    def _query(self, plan: L.SearchPlan) -> list[tuple[dict[str, Any], float]]:
-        """Each branch on its own (one batch), fused here: see :func:`_layout.fuse_branches`."""
-        where = _filter(plan.where)
-        vectors = plan.vectors
-        first_stage = qe.Prefetch(
-            limit=plan.prefetch,
-            query=qe.Query.Nearest(vectors.pooled, using=L.POOLED),
-            filter=where,
-        )
-        requests = [
-            qe.QueryRequest(
-                limit=plan.prefetch,
-                query=qe.Query.Nearest(vectors.multi, using=L.MULTI),
-                prefetches=[first_stage],
-                filter=where,
-                with_payload=True,
+            return [r.payload or {} for r in records], offset
+        if isinstance(operation, op.Count):
+            return self.shard.count(qe.CountRequest(exact=True, filter=_filter(operation.where)))
+        if isinstance(operation, op.Retrieve):
+            records = self.shard.retrieve(
+                [operation.point_id], with_payload=True, with_vector=False
             )
-        ]
-        if vectors.sparse is not None:
-            idf = (
-                qe.SearchParams(idf=qe.IdfParams(corpus=where))
-                if plan.idf_scope == "filter"
-                else None
-            )
-            requests.append(
-                qe.QueryRequest(
-                    limit=plan.prefetch,
-                    query=qe.Query.Nearest(
-                        qe.SparseVector(list(vectors.sparse.indices), list(vectors.sparse.values)),
-                        using=L.LEXICAL,
-                    ),
-                    filter=where,
-                    params=idf,
-                    with_payload=True,
-                )
-            )
-        branches = self.shard.query_batch(qe.QueryBatchRequest(requests))
-        return L.fuse_branches(
-            [[(p.payload or {}, p.score) for p in branch] for branch in branches], plan
-        )
-
-    def _vectors(self, point_ids: Sequence[str], using: str) -> dict[str, L.Vector]:
-        if not point_ids:
-            return {}
-        records = self.shard.retrieve(list(point_ids), with_payload=False, with_vector=[using])
-        out: dict[str, L.Vector] = {}
-        for record in records:
-            vector = record.vector
-            if isinstance(vector, dict) and using in vector:
-                out[str(record.id)] = vector[using]
-        return out
-
-    def _feedback_query(self, plan: L.FeedbackPlan) -> list[tuple[dict[str, Any], float]]:
-        if plan.target is not None and plan.negatives:
-            pairs = [qe.ContextPair(p, n) for p, n in plan.context_pairs]
-            query = qe.Query.Discover(qe.DiscoverQuery(plan.target, pairs), using=plan.using)
-        else:
-            examples = qe.RecommendQuery(plan.positives, plan.negatives)
-            make = (
-                qe.Query.RecommendBestScore
-                if plan.strategy == "best_score"
-                else qe.Query.RecommendSumScores
-            )
-            query = make(examples, using=plan.using)
-        request = qe.QueryRequest(
-            limit=plan.limit, query=query, filter=_filter(plan.where), with_payload=True
-        )
-        return [(p.payload or {}, p.score) for p in self.shard.query(request)]
+            return (records[0].payload or {}) if records else None
+        if isinstance(operation, op.Search):
+            branches = self.shard.query_batch(qe.QueryBatchRequest(_requests(operation.plan)))
+            return [[(p.payload or {}, p.score) for p in branch] for branch in branches]
+        raise TypeError(f"unknown store operation {operation!r}")
 
     def optimize(self) -> bool:
-        """Merge segments and build the pooled vector's HNSW index (never the multivector's)."""
+        """Merge segments and build the first stage's HNSW index (never the original's)."""
         return self.shard.optimize()
+
+    def _end_bulk_load(self) -> None:
+        """Edge builds indexes only when asked: once, after the whole load."""
+        self.optimize()
 
     def close(self) -> None:
         if self._shard is not None:

@@ -7,8 +7,9 @@ from typing import Any, Literal
 
 from llama_index_docmemo.encoders.base import PageEncoder
 from llama_index_docmemo.errors import StoreError
-from llama_index_docmemo.store import _layout as L
 from llama_index_docmemo.store.base import PageStore
+from llama_index_docmemo.store.layouts import DEFAULT_LAYOUT, PAGE_IMAGE_LAYOUT, MultivectorLayout
+from llama_index_docmemo.store.plans import Fusion, IdfScope
 
 Backend = Literal["edge", "client"]
 
@@ -21,8 +22,9 @@ def open_store(
     backend: Backend | None = None,
     api_key: str | None = None,
     collection: str = "docmemo_pages",
-    fusion: L.Fusion = "rrf",
-    idf_scope: L.IdfScope = "filter",
+    fusion: Fusion = "rrf",
+    idf_scope: IdfScope = "filter",
+    layout: MultivectorLayout | None = None,
     **client_options: Any,
 ) -> PageStore:
     """The store for ``encoder``: Qdrant Edge on ``path`` by default, a Qdrant server for ``url``.
@@ -31,8 +33,12 @@ def open_store(
         path: folder of an embedded store (Qdrant Edge; ``backend="client"`` opens
             qdrant-client's local mode there instead).
         url / api_key / collection: a Qdrant server or cluster.
+        layout: the multivector layout (:mod:`.layouts`); None: the stored one for an existing
+            store; a new one gets :data:`~.layouts.PAGE_IMAGE_LAYOUT` for a page-image encoder
+            (ColQwen) and :data:`~.layouts.DEFAULT_LAYOUT` for a text encoder.
         client_options: passed to :class:`QdrantClientPageStore` (``shard_number``,
-            ``replication_factor``, ``quantization_config``, ``timeout``, ``retries``).
+            ``replication_factor``, ``write_consistency_factor``, ``tenant_shard_keys``,
+            ``quantization_config``, ``timeout``, ``retries``).
 
     Raises:
         StoreError: neither or both of ``path`` and ``url``, or options the backend lacks.
@@ -46,6 +52,8 @@ def open_store(
         "sparse": encoder.sparse,
         "fusion": fusion,
         "idf_scope": idf_scope,
+        "layout": layout,
+        "default_layout": PAGE_IMAGE_LAYOUT if encoder.modality == "image" else DEFAULT_LAYOUT,
     }
     if chosen == "edge":
         from llama_index_docmemo.store.edge import EdgePageStore

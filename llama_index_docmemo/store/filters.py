@@ -1,11 +1,13 @@
-"""LlamaIndex ``MetadataFilters`` -> this package's scope -> Qdrant filters (Edge and client).
+"""LlamaIndex ``MetadataFilters`` -> this package's scope (:class:`PageFilter`).
 
 A LlamaIndex app scopes retrieval with ``MetadataFilters``; the page store filters inside
 Qdrant. :func:`to_page_filter` turns the former into a :class:`PageFilter`: top-level equality
 on the tenant, ACL group or document lifts into the filter's own fields (so tenant and ACL
 rules apply as for any ``PageFilter``); every other condition goes into ``PageFilter.where``,
-a backend-neutral tree that :func:`edge_filter` and :func:`client_filter` translate. Keys use
-the names LlamaIndex apps use (``file_name``, ``file_path``, ``page_label``) or any payload key
+the store's backend-neutral filter tree (each backend translates it once: ``edge.py``,
+``client_requests.py``). Keys are the metadata names page nodes show: ``file_name`` (the file's
+base name), ``file_path`` (its absolute path), ``doc_id`` / ``ref_doc_id`` / ``document_id``
+(the document id: the path relative to the indexed folder), ``page_label``, or any payload key
 the indexer stores. An operator Qdrant cannot evaluate on these payloads raises
 :class:`FilterError` naming it.
 """
@@ -24,9 +26,8 @@ from llama_index.core.vector_stores.types import (
 from llama_index_docmemo.errors import DocMemoError
 from llama_index_docmemo.types import FieldGroup, FieldMatch, PageFilter
 
-# LlamaIndex metadata names -> stored payload keys. In 0.1.0 a document's id is its file name.
+# LlamaIndex metadata names -> stored payload keys (``file_name`` is stored under its own name).
 KEY_ALIASES: dict[str, str] = {
-    "file_name": "doc_id",
     "document_id": "doc_id",
     "ref_doc_id": "doc_id",
     "file_path": "source",
@@ -143,55 +144,3 @@ def _typed(value: Any, key: str, name: str) -> Any:
     if value is None:
         raise FilterError(f"filter on {name!r} has no value")
     return value
-
-
-# ---------------------------------------------------------------- backends
-
-
-def edge_filter(group: FieldGroup) -> Any:
-    """``group`` as a Qdrant Edge filter."""
-    import qdrant_edge as qe
-
-    def condition(clause: FieldMatch | FieldGroup) -> Any:
-        if isinstance(clause, FieldGroup):
-            return edge_filter(clause)
-        key, op, value = clause.key, clause.op, clause.value
-        if op == "is_empty":
-            return qe.IsEmptyCondition(key)
-        if op in _RANGE_OPS:
-            return qe.FieldCondition(key, range=qe.RangeFloat(**{op: float(value)}))
-        if op in ("in", "nin", "ne"):
-            values = list(value) if op != "ne" else [value]
-            match = qe.MatchAny(values) if op == "in" else qe.MatchExcept(values)
-            return qe.FieldCondition(key, match=match)
-        return qe.FieldCondition(key, match=qe.MatchValue(value))
-
-    return qe.Filter(**_arrange(group, condition))
-
-
-def client_filter(group: FieldGroup) -> Any:
-    """``group`` as a qdrant-client filter."""
-    from qdrant_client import models
-
-    def condition(clause: FieldMatch | FieldGroup) -> Any:
-        if isinstance(clause, FieldGroup):
-            return client_filter(clause)
-        key, op, value = clause.key, clause.op, clause.value
-        if op == "is_empty":
-            return models.IsEmptyCondition(is_empty=models.PayloadField(key=key))
-        if op in _RANGE_OPS:
-            return models.FieldCondition(key=key, range=models.Range(**{op: float(value)}))
-        if op == "in":
-            return models.FieldCondition(key=key, match=models.MatchAny(any=list(value)))
-        if op in ("nin", "ne"):
-            values = list(value) if op == "nin" else [value]
-            return models.FieldCondition(key=key, match=models.MatchExcept(**{"except": values}))
-        return models.FieldCondition(key=key, match=models.MatchValue(value=value))
-
-    return models.Filter(**_arrange(group, condition))
-
-
-def _arrange(group: FieldGroup, condition: Any) -> dict[str, Any]:
-    """The group's clauses under must (and), should (or) or must_not (not)."""
-    slot = {"and": "must", "or": "should", "not": "must_not"}[group.condition]
-    return {slot: [condition(clause) for clause in group.clauses]}

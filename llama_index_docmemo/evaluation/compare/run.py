@@ -2,21 +2,23 @@
 
 Resumable: each finished (question, engine) is a line of ``OUT/results.jsonl`` and each verdict one
 of ``OUT/judgements.jsonl``, so rerunning the same command continues where it stopped (a run with
-other documents, LLM or page budget into the same folder is refused). Engines run one question at
-a time: the cost meter attributes every LLM request to the answer being produced.
+other documents, LLM or page budget into the same folder is refused). An answer's cost is counted
+from LlamaIndex's instrumentation (:func:`~llama_index_docmemo.events.counting_llm_calls`: every
+chat / completion request made while the engine answers, its images and its reported usage),
+so it is measured the same way for DocMemo and for the stock engines.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Sequence
 from math import ceil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llama_index_docmemo.errors import DocMemoError
-from llama_index_docmemo.evaluation.compare.cost import CostMeter
 from llama_index_docmemo.evaluation.compare.engines import (
     COMPARE_ENGINES,
     DEFAULT_ENGINES,
@@ -44,6 +46,7 @@ from llama_index_docmemo.evaluation.configs import EngineConfigs
 from llama_index_docmemo.evaluation.figures import check_figures
 from llama_index_docmemo.evaluation.judge import AnswerJudge, VerdictCache, model_name
 from llama_index_docmemo.evaluation.runner import check_settings
+from llama_index_docmemo.events import counting_llm_calls
 from llama_index_docmemo.types import PageFilter, PageRef
 
 if TYPE_CHECKING:
@@ -94,7 +97,6 @@ class _Comparison:
         self.pages = pages
         self.configs = docmemo_configs(pages)
         self.page_tokens, self.budget_tokens = page_budget_tokens(store, pages)
-        self.meter = CostMeter()
         self._engines: dict[str, CompareEngine] = {}
 
     def engine(self, name: str) -> CompareEngine:
@@ -132,7 +134,8 @@ class _Comparison:
         engine = self.engine(name)
         reply: EngineReply | None = None
         error: str | None = None
-        with self.meter.measure() as cost:
+        started = time.perf_counter()
+        with counting_llm_calls() as cost:  # LlamaIndex's LLM events, whoever makes the request
             try:
                 reply = engine.answer(question.text)
             except Exception as exc:  # one engine's failure must not end the comparison
@@ -142,12 +145,12 @@ class _Comparison:
             question=question.text,
             expected=question.expected,
             engine=name,
-            llm_calls=cost.llm_calls,
+            llm_calls=cost.calls,
             prompt_tokens=cost.prompt_tokens,
             completion_tokens=cost.completion_tokens,
             images=cost.images,
-            seconds=cost.seconds,
-            requests_without_usage=cost.requests_without_usage,
+            seconds=time.perf_counter() - started,
+            requests_without_usage=cost.without_usage,
             error=error,
         )
         if reply is not None:

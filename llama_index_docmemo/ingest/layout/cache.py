@@ -8,15 +8,15 @@ read back by every later query.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from pathlib import Path
 
+from filelock import FileLock
 from pydantic import TypeAdapter
 
 from llama_index_docmemo.errors import IngestError
 from llama_index_docmemo.ingest.layout.blocks import LayoutBlock
+from llama_index_docmemo.paths import write_atomically
 
 _BLOCKS = TypeAdapter(list[LayoutBlock])
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -57,19 +57,20 @@ class LayoutCache:
 
     def save(self, doc_version: str, pages: dict[int, list[LayoutBlock]], source: str = "") -> Path:
         """Merge ``pages`` into the stored version (new pages win) and write it atomically."""
-        merged = self.load(doc_version)
-        merged.update(pages)
         path = self.path_for(doc_version)
         path.parent.mkdir(parents=True, exist_ok=True)
-        payload = {
-            "doc_version": doc_version,
-            "source": source,
-            "pages": {
-                str(p): [b.model_dump(mode="json") for b in merged[p]] for p in sorted(merged)
-            },
-        }
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(payload, fh)
-        os.replace(tmp, path)
+        # load, merge and write under a lock: two writers (threads or processes) of one
+        # version each add their pages; the rename alone would keep only the last writer's
+        with FileLock(str(path) + ".lock", timeout=60):
+            merged = self.load(doc_version)
+            merged.update(pages)
+            payload = {
+                "doc_version": doc_version,
+                "source": source,
+                "pages": {
+                    str(p): [b.model_dump(mode="json") for b in merged[p]] for p in sorted(merged)
+                },
+            }
+            text = json.dumps(payload)
+            write_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
         return path

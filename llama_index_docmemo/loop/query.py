@@ -1,0 +1,618 @@
+"""DocMemoLoop: one query's state, its rounds of select -> read -> update, and the stop policy.
+
+Everything that belongs to one query lives on one :class:`DocMemoLoop` object (beliefs,
+episodic and schema memory, records seen, LLM calls, the trace) and nowhere else, so concurrent
+queries never share state. Each step is written once, as steps (``steps.py``): it yields the
+store searches, page reads, renders and LLM requests it needs, and :meth:`DocMemoLoop.run` /
+:meth:`DocMemoLoop.arun` perform them with sync or async I/O (blocking work off the event loop).
+The engine and the retriever are thin LlamaIndex adapters over it.
+
+State grows with what a query touches, never with the corpus: beliefs exist only for pages
+scored or labelled (the prior elsewhere), schemas are fetched only for documents that appear
+among the candidates, and records only for pages retrieved or selected.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import llama_index.core.instrumentation as instrument
+import numpy as np
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.schema import NodeWithScore, QueryBundle
+
+from llama_index_docmemo.errors import LLMError
+from llama_index_docmemo.events import (
+    DocMemoRoundEndEvent,
+    DocMemoRoundStartEvent,
+    LLMCallTally,
+    counting_llm_calls,
+)
+from llama_index_docmemo.expansion import expansion_terms
+from llama_index_docmemo.ingest.page_images import page_image_files
+from llama_index_docmemo.llms.deadline import deadline_scope
+from llama_index_docmemo.loop.instrumentation import rerank_events, retrieval_events
+from llama_index_docmemo.loop.parts import LoopParts, clean_question
+from llama_index_docmemo.loop.result import (
+    NOT_ANSWERABLE,
+    DocMemoResult,
+    capped_crops,
+    crop_view,
+    evidence_refs,
+    page_image,
+)
+from llama_index_docmemo.memory.belief import PageBeliefMemory, normalise_scores
+from llama_index_docmemo.memory.episodic import EpisodicMemory
+from llama_index_docmemo.memory.schema import DocumentSchema, SchemaMemory
+from llama_index_docmemo.nodes import PageWithScore, is_page, node_ref, page_node
+from llama_index_docmemo.reasoning.base import PageView, ReasoningInput, summarize_evidence
+from llama_index_docmemo.reasoning.validation import sanitize_feedback
+from llama_index_docmemo.selection import candidate_pool, select_pages
+from llama_index_docmemo.steps import Steps, arun, either, offload, run
+from llama_index_docmemo.trace import (
+    BeliefState,
+    FeedbackRecord,
+    PageRead,
+    PageScore,
+    QueryTrace,
+    RoundTrace,
+    StopReason,
+)
+from llama_index_docmemo.types import Feedback, PageFilter, PageHit, PageRecord, PageRef
+
+if TYPE_CHECKING:
+    from llama_index.core.postprocessor.types import BaseNodePostprocessor
+    from llama_index.core.schema import BaseNode
+
+dispatcher = instrument.get_dispatcher(__name__)
+
+_clock = time.perf_counter  # the deadline's clock (tests substitute a fake one)
+
+
+@dataclass
+class RoundSelection:
+    """What one round retrieved and chose to read."""
+
+    round: int
+    query: str
+    lam: float
+    candidates: list[PageScore]
+    pages: list[PageRecord]
+    scores: list[float]
+    seconds: float
+
+
+def _render(source: str, page: int) -> object:
+    """The page image for a reader, rendered only when it asks for it."""
+    from llama_index_docmemo.ingest.pdf import render_page
+
+    return render_page(source, page, 1500)
+
+
+class DocMemoLoop:
+    """One question's run of the DocMemo loop (never shared between queries).
+
+    Args:
+        parts: the engine's shared, read-only components.
+        question: the user's question (checked by :func:`clean_question`).
+        page_filter: tenant / ACL / document scope (a ``PageFilter``, already translated).
+    """
+
+    def __init__(self, parts: LoopParts, question: str, page_filter: PageFilter | None) -> None:
+        self.parts = parts
+        self.config = parts.config
+        self.question = clean_question(question, parts.config)
+        self.scope = page_filter or PageFilter()
+        self.schema = SchemaMemory()
+        self.beliefs = PageBeliefMemory()
+        self.episodic = EpisodicMemory(self.question)
+        self.rng = np.random.default_rng(self.config.selection.seed)
+        self.versions: dict[str, str] = {}  # doc_id -> version pinned when first seen
+        self.retrieval: dict[PageRef, float] = {}  # best normalised retrieval score so far
+        self.records: dict[PageRef, PageRecord] = {}
+        self.read: set[PageRef] = set()
+        self.round = 0
+        self.llm_calls = 0
+        self.pages_known = 0  # pages of the documents among the candidates so far
+        self.scope_pages: int | None = None  # counted by the store only when needed
+        self.rounds: list[RoundTrace] = []
+        self.crops: list[NodeWithScore] = []
+        self.feedback: Feedback | None = None
+        self.stop: StopReason | None = None
+        self._last_scores: dict[PageRef, float] = {}
+        self._cost = LLMCallTally()  # this round's LLM requests (reranking and reading)
+        self.lever_searches: dict[str, list[PageHit]] = {}  # question-only searches (levers)
+        self.started = time.perf_counter()
+        self._deadline_start = _clock()
+
+    # -- run ----------------------------------------------------------------------------------
+    def run(self) -> DocMemoResult:
+        """All rounds with sync I/O."""
+        return run(self.steps())
+
+    async def arun(self) -> DocMemoResult:
+        """All rounds with async I/O; blocking work (renders, the embedded store, the
+        encoder) runs off the event loop."""
+        return await arun(self.steps())
+
+    def steps(self) -> Steps[DocMemoResult]:
+        """The whole query, read top to bottom: rounds until the stop policy says why to end,
+        then the result (one callback trace: LLM calls inside a round's RETRIEVE event must
+        not reset the trace stack under it)."""
+        with self._callbacks().as_trace("docmemo"):
+            while self.stop is None:
+                if self.out_of_time():
+                    self.stop = "deadline"
+                    break
+                selection = yield from self.select()
+                dispatcher.event(
+                    DocMemoRoundStartEvent(round=selection.round, query=selection.query)
+                )
+                feedback = (yield from self.read_pages(selection)) if selection.pages else None
+                if self._may_count_scope(selection, feedback):  # the stop rule's one count
+                    store = self.parts.store
+                    self.scope_pages = yield either(
+                        store.count_pages, store.acount_pages, self.scope
+                    )
+                yield from self.update(selection, feedback)
+            return (yield from self.result())
+
+    def _callbacks(self) -> CallbackManager:
+        return self.parts.callback_manager or CallbackManager([])
+
+    # -- select -------------------------------------------------------------------------------
+    def round_query(self) -> str:
+        """Round 1 asks the question; later rounds the reader's refined query (episodic
+        memory), expanded with distinctive terms of the pages judged useful (relevance feedback)."""
+        query = self.question
+        if self.round >= 1 and self.config.loop.use_episodic:
+            refined = self.episodic.refined_query
+            if refined and refined.strip():
+                query = refined.strip()
+        terms = self.config.selection.relevance_feedback
+        if terms <= 0:
+            return query
+        useful = [self.records[r].text for r in self.episodic.useful_pages if r in self.records]
+        extra = expansion_terms(query, useful, [rec.text for rec in self.records.values()], terms)
+        return f"{query} {' '.join(extra)}" if extra else query
+
+    def select(self) -> Steps[RoundSelection]:
+        """Search this round's candidates and choose the pages to read."""
+        started = time.perf_counter()
+        query = self.round_query()
+        self._cost = LLMCallTally()
+        with retrieval_events(self._callbacks(), query, enabled=self.parts.round_events) as ended:
+            embedding = yield offload(self.parts.encoder.encode_query, query)
+            hits = yield from self.parts.levers.candidates(
+                self.round + 1, self.question, embedding, self.scope, self.lever_searches
+            )
+            if hits:
+                store = self.parts.store
+                new = self._new_documents(hits)
+                self._add_schemas((yield either(store.list_documents, store.alist_documents, new)))
+            hits = self._pinned(hits)
+            if self.round == 0 and self._beliefs_on():
+                yield from self.parts.levers.question_prior(
+                    self.beliefs,
+                    self.question,
+                    {d: self.schema.n_pages(d) for d in sorted({h.ref.doc_id for h in hits})},
+                    self.versions,
+                    self.scope,
+                )
+            scores, chosen, k, lam = self._choose(hits)
+            if self.parts.reranker is not None and chosen:
+                chosen = yield from self._rerank(self.parts.reranker, query, chosen, k)
+            yield from self._fetch_records(chosen[:k])
+            selection = self._selection(query, lam, hits, scores, chosen[:k], started)
+            ended(self.nodes(selection))
+        return selection
+
+    def _beliefs_on(self) -> bool:
+        return self.config.loop.use_belief and not self.config.loop.static
+
+    def _new_documents(self, hits: list[PageHit]) -> PageFilter:
+        """The scope narrowed to the candidates' documents whose schema is not loaded yet.
+
+        ``where`` conditions are left out: they name page payload keys a document record may
+        not have, and the hits already passed them."""
+        new = sorted({h.record.doc_id for h in hits} - set(self.versions))
+        return PageFilter(
+            doc_ids=tuple(new), tenant=self.scope.tenant, acl_groups=self.scope.acl_groups
+        )
+
+    def _add_schemas(self, schemas: list[DocumentSchema]) -> None:
+        """Pin each new document's version and make its pages known to the beliefs."""
+        for schema in schemas:
+            if schema.doc_id not in self.versions:
+                self.versions[schema.doc_id] = schema.doc_version
+                self.schema.add(schema)
+                self.beliefs.add_document(schema.doc_id, schema.n_pages)
+                self.pages_known += schema.n_pages
+
+    def _pinned(self, hits: list[PageHit]) -> list[PageHit]:
+        """The hits of each document's pinned version, best first (ties by document, page)."""
+        return sorted(
+            (h for h in hits if self.versions.get(h.record.doc_id) == h.record.doc_version),
+            key=lambda h: (-h.score, h.record.doc_id, h.record.page),
+        )
+
+    def _choose(self, hits: list[PageHit]) -> tuple[np.ndarray, list[PageRef], int, float]:
+        """The selection step (no I/O): score = (1 - lambda) c + lambda theta over the pool
+        (candidates of every round so far plus pages the beliefs know about, minus pages read).
+
+        Returns the hits' normalised scores, the pages chosen (wider than ``k`` when a reranker
+        will reorder them), ``k`` and lambda.
+        """
+        loop, selection = self.config.loop, self.config.selection
+        self.round += 1
+        scores = normalise_scores([h.score for h in hits])
+        for hit, score in zip(hits, scores, strict=True):
+            self.records[hit.ref] = hit.record
+            self.retrieval[hit.ref] = max(self.retrieval.get(hit.ref, 0.0), float(score))
+        use_beliefs = self._beliefs_on()
+        lam = selection.lambda_at(self.round) if use_beliefs else 0.0
+        reread = set(self.episodic.useful_pages) if loop.reread_useful else set()
+        beliefs = self.beliefs if use_beliefs else None
+        pool = candidate_pool(self.retrieval, beliefs, self.read, reread)
+        k = self._round_budget()
+        width = k if self.parts.reranker is None else max(2 * k, k + 5)
+        chosen = select_pages(
+            pool,
+            self.retrieval,
+            beliefs,
+            k=width,
+            lam=lam,
+            rng=self.rng,
+            sampling=selection.sampling,
+        )
+        self._last_scores = dict(zip(chosen.pages, chosen.scores, strict=True))
+        return scores, chosen.pages, k, lam
+
+    def _round_budget(self) -> int:
+        """Pages this round reads: ``pages_per_round``, within ``max_pages`` in all."""
+        k = self.config.loop.pages_per_round
+        cap = self.config.budget.max_pages
+        return k if cap is None else max(0, min(k, cap - len(self.read)))
+
+    def _fetch_records(self, refs: list[PageRef]) -> Steps[None]:
+        """Records of pages known only from beliefs (propagation), pinned versions only."""
+        missing = [r for r in refs if r not in self.records]
+        if not missing:
+            return
+        store = self.parts.store
+        for record in (yield either(store.get_pages, store.aget_pages, missing, self.scope)):
+            if self.versions.get(record.doc_id) == record.doc_version:
+                self.records[record.ref] = record
+
+    def _rerank(
+        self, reranker: BaseNodePostprocessor, query: str, chosen: list[PageRef], k: int
+    ) -> Steps[list[PageRef]]:
+        """The rerank stage: any node postprocessor reorders the chosen pages."""
+        from llama_index_docmemo.postprocessors.rerank import RoundQueryBundle
+
+        yield from self._fetch_records(chosen)
+        nodes = [
+            PageWithScore(node=self.node_of(self.records[r]), score=self._last_scores.get(r, 0.0))
+            for r in chosen
+            if r in self.records
+        ]
+        bundle = RoundQueryBundle(
+            query_str=query,
+            question=self.question,
+            evidence=self.episodic.evidence,
+            missing=self.episodic.missing,
+        )
+        with (
+            rerank_events(self._callbacks(), reranker, nodes, bundle, k) as ended,
+            counting_llm_calls(self._cost),
+        ):
+            reranked = ended(
+                (
+                    yield either(
+                        reranker.postprocess_nodes, reranker.apostprocess_nodes, nodes, bundle
+                    )
+                )
+            )
+        allowed = set(chosen)
+        picked = [r for r in dict.fromkeys(node_ref(n) for n in reranked) if r in allowed][:k]
+        return picked + [r for r in chosen if r not in picked]
+
+    def _selection(
+        self,
+        query: str,
+        lam: float,
+        hits: list[PageHit],
+        scores: np.ndarray,
+        chosen: list[PageRef],
+        started: float,
+    ) -> RoundSelection:
+        records = [self.records[r] for r in chosen if r in self.records]
+        return RoundSelection(
+            round=self.round,
+            query=query,
+            lam=lam,
+            candidates=[
+                PageScore(doc=h.record.doc_id, page=h.record.page, score=float(s))
+                for h, s in zip(hits, scores, strict=True)
+            ],
+            pages=records,
+            scores=[self._last_scores.get(r.ref, 0.0) for r in records],
+            seconds=time.perf_counter() - started,
+        )
+
+    def nodes(self, selection: RoundSelection) -> list[NodeWithScore]:
+        """The round's selected pages as scored nodes."""
+        return [
+            PageWithScore(node=self.node_of(record), score=score)
+            for record, score in zip(selection.pages, selection.scores, strict=True)
+        ]
+
+    def node_of(self, record: PageRecord) -> BaseNode:
+        summary = self.schema.summary_of(record.ref) if self.config.loop.use_schema else ""
+        return page_node(record, summary=summary)
+
+    # -- read ---------------------------------------------------------------------------------
+    def read_pages(self, selection: RoundSelection) -> Steps[Feedback | None]:
+        """One reading of the selected pages (with crops of their tables and figures); None
+        when there is no reader or the budget or the deadline is spent."""
+        reader = self.parts.reader
+        if reader is None or not self._budget_left() or self.out_of_time():
+            return None
+        crops: list[NodeWithScore] = []
+        cropper = self.parts.crops
+        if cropper is not None and self.config.loop.adaptive_granularity:
+            bundle = QueryBundle(selection.query)
+            found = yield either(
+                cropper.postprocess_nodes, cropper.apostprocess_nodes, self.nodes(selection), bundle
+            )
+            crops = capped_crops(found, self.crops, self.config.loop.max_table_crops)
+        self.crops.extend(crops)
+        reading = self._reading(selection, crops)
+        limit = self.config.budget.max_seconds
+        try:
+            with counting_llm_calls(self._cost):
+                if limit is None:
+                    return (yield from reader.read(reading))
+                with deadline_scope(max(limit - (_clock() - self._deadline_start), 0.0)):
+                    return (yield from reader.read(reading))
+        except LLMError:
+            if not self.out_of_time():
+                raise
+            return None  # the query's deadline cut the reading short
+
+    def _reading(self, selection: RoundSelection, crops: list[NodeWithScore]) -> ReasoningInput:
+        loop, cap = self.config.loop, self.config.budget.max_llm_calls
+        final = selection.round >= loop.effective_rounds or (
+            cap is not None and self.llm_calls + 1 >= cap - self.parts.reserved_llm_calls
+        )
+        return ReasoningInput(
+            question=self.question,
+            query=selection.query,
+            pages=[self.page_view(r) for r in selection.pages],
+            crops=[crop_view(n) for n in crops],
+            evidence=self.episodic.evidence if loop.use_episodic else [],
+            missing=self.episodic.missing if loop.use_episodic else [],
+            outline=self.schema.describe() if loop.use_schema else "",
+            round=selection.round,
+            final_round=final,
+            pages_read_total=len(self.read) + len(selection.pages),
+            pages_in_scope=self.pages_known,
+        )
+
+    def page_view(self, record: PageRecord) -> PageView:
+        use_schema = self.config.loop.use_schema
+        cache = self.parts.cache_dir
+        return PageView(
+            ref=record.ref,
+            text=record.text,
+            section=self.schema.section_of(record.ref) if use_schema else "",
+            summary=self.schema.summary_of(record.ref) if use_schema else "",
+            image=page_image(record, cache) if cache is not None else None,
+            load_image=partial(_render, record.source, record.page) if cache is None else None,
+        )
+
+    def _budget_left(self) -> bool:
+        cap = self.config.budget.max_llm_calls
+        return cap is None or self.llm_calls < cap - self.parts.reserved_llm_calls
+
+    def out_of_time(self) -> bool:
+        limit = self.config.budget.max_seconds
+        return limit is not None and _clock() - self._deadline_start >= limit
+
+    # -- update and stop ----------------------------------------------------------------------
+    def update(self, selection: RoundSelection, feedback: Feedback | None) -> Steps[None]:
+        """Apply a round: sanitised labels to beliefs and episodic memory (and along the
+        reference graphs), the round's trace, then the stop decision. Pages count as read only
+        when a reader saw them."""
+        loop, sel = self.config.loop, self.config.selection
+        shown = [r.ref for r in selection.pages]
+        dropped = 0
+        self.llm_calls += self._cost.calls
+        if feedback is not None:
+            feedback, dropped = sanitize_feedback(
+                feedback, shown, self.read, loop.max_label_changes_per_round
+            )
+            self.episodic.record(selection.round, selection.query, shown, feedback)
+            self.read.update(shown)
+            if loop.use_belief and loop.bayesian_update:
+                self.beliefs.update(
+                    useful=feedback.useful_pages,
+                    irrelevant=feedback.irrelevant_pages,
+                    radius=sel.propagation_radius if sel.propagation else 0,
+                    gamma=sel.propagation_gamma,
+                    weight=sel.propagation_weight,
+                    same_section=self.schema.same_section if loop.use_schema else None,
+                    cross_section=sel.cross_section_weight,
+                )
+                if sel.propagation:
+                    yield from self.parts.levers.after_update(
+                        self.beliefs, feedback.useful_pages, self.versions, self.scope
+                    )
+            self.feedback = feedback
+        self.rounds.append(self._round_trace(selection, feedback, dropped))
+        dispatcher.event(
+            DocMemoRoundEndEvent(
+                round=selection.round,
+                pages=[str(r) for r in shown],
+                status=feedback.status if feedback else "need_more",
+                useful=[str(r) for r in (feedback.useful_pages if feedback else [])],
+            )
+        )
+        self.stop = self.stop_reason(selection, feedback)
+
+    def _explored(self, round_: int) -> bool:
+        """Enough of the scope was read to believe a reader that says "not in the documents"."""
+        loop = self.config.loop
+        if round_ >= min(loop.min_rounds_before_unanswerable, loop.rounds):
+            return True
+        # every page of the scope read (counted by the store once the documents seen are)
+        return (
+            self.scope_pages is not None
+            and len(self.read) >= self.pages_known
+            and len(self.read) >= self.scope_pages
+        )
+
+    def _may_count_scope(self, selection: RoundSelection, feedback: Feedback | None) -> bool:
+        """Whether the stop rule may need the scope's page count (an early "unanswerable"
+        after every page of the documents seen was read)."""
+        return (
+            self.scope_pages is None
+            and feedback is not None
+            and feedback.status == "unanswerable"
+            and len(self.read | {r.ref for r in selection.pages}) >= self.pages_known
+        )
+
+    def stop_reason(
+        self, selection: RoundSelection, feedback: Feedback | None
+    ) -> StopReason | None:
+        """The one stop policy: why the loop ends after this round, or None to go on."""
+        loop, budget = self.config.loop, self.config.budget
+        if not selection.pages:
+            return "no_candidates"
+        if loop.static:
+            return "static"
+        status = feedback.status if feedback else "need_more"
+        if status == "answered":
+            return "answered"
+        if status == "unanswerable" and self._explored(selection.round):
+            return "unanswerable"
+        if self.out_of_time():
+            return "deadline"
+        if feedback is None or not self._budget_left():
+            return "budget" if self.parts.reader is not None else "max_rounds"
+        if budget.max_pages is not None and len(self.read) >= budget.max_pages:
+            return "budget"
+        if selection.round >= loop.rounds:
+            return "max_rounds"
+        return None
+
+    # -- result -------------------------------------------------------------------------------
+    def verdict(self) -> tuple[str, str]:
+        """(status, answer) from the last feedback and the stop reason."""
+        feedback = self.feedback
+        if feedback is not None and feedback.status == "answered" and feedback.answer:
+            return "answered", feedback.answer
+        if self.stop == "unanswerable":
+            answer = feedback.answer if feedback and feedback.answer else None
+            return "unanswerable", answer or NOT_ANSWERABLE
+        reader = self.parts.reader
+        evidence, draft = self.episodic.evidence, self.episodic.last_answer
+        if reader is not None:
+            return "need_more", reader.synthesize(self.question, evidence, draft)
+        return "need_more", summarize_evidence(evidence, draft)
+
+    def result(self) -> Steps[DocMemoResult]:
+        """The answer, the evidence nodes (with their page images when asked for) and the
+        trace: built here and only here."""
+        status, answer = self.verdict()
+        cited = [n.page for n in self.episodic.evidence]
+        refs = evidence_refs(self.episodic.useful_pages, cited, self.read)
+        records = [self.records[r] for r in refs if r in self.records]
+        images: dict[PageRef, Path | None] = {}
+        cache = self.parts.cache_dir
+        if self.parts.evidence_images and cache is not None and records:
+            files = yield from page_image_files([page_image(r, cache) for r in records])
+            images = {r.ref: path for r, path in zip(records, files, strict=True)}
+        evidence = sorted(
+            (
+                PageWithScore(
+                    node=page_node(rec, image_path=images.get(rec.ref)),
+                    score=float(self.beliefs.mean([rec.ref])[0])
+                    if rec.ref in self.beliefs
+                    else 0.5,
+                )
+                for rec in records
+            ),
+            key=lambda n: -(n.score or 0.0),
+        )
+        useful = set(self.episodic.useful_pages)
+        sources = evidence + [c for c in self.crops if node_ref(c) in useful]
+        reader = self.parts.reader
+        decide = getattr(reader, "images_now", None)  # after a refusal a server gets text
+        choice = decide() if callable(decide) else None
+        trace = QueryTrace(
+            question=self.question,
+            answer=answer,
+            status=status,
+            stop_reason=self.stop or "max_rounds",
+            rounds=self.rounds,
+            pages_read=[
+                PageRead(doc=r.doc_id, page=r.page, round=self.episodic.round_of(r) or 0)
+                for r in self.episodic.pages_read
+            ],
+            evidence=[
+                PageScore(
+                    doc=str(n.node.metadata["doc_id"]),
+                    page=int(n.node.metadata["page"]),
+                    score=n.score or 0.0,
+                )
+                for n in sources
+                if is_page(n)
+            ],
+            llm_calls=self.llm_calls,
+            seconds=time.perf_counter() - self.started,
+            reader=reader.name if reader is not None else "",
+            images=bool(choice.send) if choice is not None else False,
+            images_reason=choice.reason if choice is not None else "",
+        )
+        return DocMemoResult(answer=answer, status=status, source_nodes=sources, trace=trace)
+
+    def _round_trace(
+        self, selection: RoundSelection, feedback: Feedback | None, dropped: int
+    ) -> RoundTrace:
+        record = FeedbackRecord.of(feedback, dropped) if feedback is not None else None
+        watched = dict.fromkeys(
+            [r.ref for r in selection.pages]
+            + [PageRef(c.doc, c.page) for c in selection.candidates]
+            + self.beliefs.informed_refs()
+        )
+        return RoundTrace(
+            round=selection.round,
+            query=selection.query,
+            lam=selection.lam,
+            candidates=selection.candidates,
+            selected=[
+                PageScore(doc=r.doc_id, page=r.page, score=s)
+                for r, s in zip(selection.pages, selection.scores, strict=True)
+            ],
+            crops=len(self.crops),
+            feedback=record,
+            beliefs=self.belief_states(list(watched)),
+            llm_calls=self._cost.calls,
+            images=self._cost.images,
+            prompt_tokens=self._cost.prompt_tokens,
+            completion_tokens=self._cost.completion_tokens,
+            seconds=selection.seconds,
+        )
+
+    def belief_states(self, refs: list[PageRef]) -> list[BeliefState]:
+        out = []
+        for ref in refs:
+            if ref in self.beliefs:
+                a, b = self.beliefs.get(ref)
+                out.append(BeliefState(doc=ref.doc_id, page=ref.page, alpha=a, beta=b))
+        return out

@@ -1,0 +1,230 @@
+"""One structured exchange with any LlamaIndex LLM, written once as steps (``steps.py``).
+
+The reader, the page reranker and the ingest summariser all ask an LLM for a reply model (a
+pydantic class of ``reasoning/replies.py``) the same way:
+
+1. the request is built (page images loaded: I/O) and fitted to the model's context window;
+2. it is sent through LlamaIndex's structured-output interface (``structured_predict`` /
+   ``astructured_predict``), so each LLM class uses its provider's native form: OpenAI's
+   ``json_schema``, Ollama's ``format``, tool calls for function-calling models,
+   :class:`~llama_index_docmemo.OpenAICompatible`'s server fallbacks. Only an LLM with no native
+   form (LlamaIndex would paste the schema into the prompt, e.g. ``OpenAILike`` in front of an
+   unknown server) is asked here with the schema in the system turn, and gets one repair
+   request when its reply is not the JSON asked for;
+3. a server that refuses list or image content (llama.cpp's server with a text model, vLLM or
+   Ollama with a model without vision) is asked once more with the request rebuilt as text; the
+   server is remembered as text-only (``llms/servers.py``) with one warning;
+4. a server that says the prompt overflowed its window teaches the window and a tighter
+   characters-per-token ratio, and the request is fitted again and sent once more.
+
+A reply that stays malformed ends the exchange with ``None`` (the caller's round brings no
+labels); any other failure propagates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from llama_index.core.base.llms.types import ChatMessage, ImageBlock, TextBlock
+from llama_index.core.output_parsers.base import OutputParserException
+from llama_index.core.prompts import ChatPromptTemplate
+from llama_index.core.types import PydanticProgramMode
+from pydantic import BaseModel, ValidationError
+
+from llama_index_docmemo.llms.context import (
+    ContextBudget,
+    ContextWindowError,
+    fit_messages,
+    learned_ratio,
+    parse_overflow,
+)
+from llama_index_docmemo.llms.servers import SERVERS, server_key
+from llama_index_docmemo.llms.structured import (
+    ReplyError,
+    ask_with_schema_in_prompt,
+    refuses_content,
+)
+from llama_index_docmemo.steps import Steps, either, offload
+
+if TYPE_CHECKING:
+    from llama_index.core.llms import LLM
+
+logger = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
+
+def malformed(error: BaseException, model: type[BaseModel]) -> bool:
+    """Whether a structured-output call failed because the reply is not a ``model`` (rather
+    than for any other reason, which must propagate): its validation error, or the parse
+    errors LlamaIndex's programs and this package raise for a reply without the JSON asked for.
+    """
+    if isinstance(error, ReplyError | OutputParserException):
+        return True
+    if isinstance(error, ValidationError):
+        return error.title in _model_names(model)
+    text = str(error)
+    return isinstance(error, ValueError | TypeError) and (
+        model.__name__ in text or "Could not extract json" in text
+    )
+
+
+def _model_names(model: type[BaseModel]) -> set[str]:
+    """The reply model's name and those of the models nested in it."""
+    return {model.__name__, *model.model_json_schema().get("$defs", {})}
+
+Build = Callable[[bool], Steps[list[ChatMessage]]]
+"""Builds the request, with page images (True) or as text only (False)."""
+
+
+def images_in(messages: list[ChatMessage]) -> int:
+    return sum(isinstance(b, ImageBlock) for m in messages for b in m.blocks)
+
+
+def native_structured_output(llm: LLM) -> bool:
+    """Whether LlamaIndex asks ``llm`` for structured output in a native form (schema-constrained
+    decoding or tool calls), rather than by pasting the schema into the prompt."""
+    from llama_index.core.llms import LLM as BaseLLM
+
+    if llm.pydantic_program_mode != PydanticProgramMode.DEFAULT:
+        return True  # the app chose a program: LlamaIndex runs it
+    from llama_index.llms.openai import OpenAI
+    from llama_index.llms.openai.utils import is_json_schema_supported
+
+    from llama_index_docmemo.llms.openai_compatible import OpenAICompatible
+
+    if isinstance(llm, OpenAICompatible):
+        return True
+    if isinstance(llm, OpenAI):  # OpenAI and OpenAILike: json_schema by model, else tools
+        return is_json_schema_supported(llm.model) or _function_calling(llm)
+    owner = next(c for c in type(llm).__mro__ if "structured_predict" in c.__dict__)
+    if owner is not BaseLLM:
+        return True  # the class has its own form (Ollama's format, Gemini's response schema)
+    return _function_calling(llm)
+
+
+def _function_calling(llm: LLM) -> bool:
+    try:
+        return bool(llm.metadata.is_function_calling_model)
+    except Exception:  # metadata of an unknown model (OpenAI raises for a name it lacks)
+        return False
+
+
+def context_budget(llm: LLM) -> ContextBudget | None:
+    """What a prompt to ``llm`` may hold: its own budget (OpenAICompatible), else its metadata
+    tightened by what its server taught (None: unknown)."""
+    own = getattr(llm, "context_budget", None)
+    if callable(own):
+        return own()
+    try:
+        meta = llm.metadata
+    except Exception:  # an unknown model name: no window to fit to
+        return None
+    reply = meta.num_output if meta.num_output > 0 else min(1024, meta.context_window // 4)
+    budget = ContextBudget(window=meta.context_window, reply_tokens=reply, tokens_per_image=1024)
+    key = server_key(llm)
+    facts = SERVERS.get(key) if key else None
+    if facts is not None and facts.context_window:
+        budget = dataclasses.replace(budget, window=min(budget.window, facts.context_window))
+    if facts is not None and facts.chars_per_token:
+        budget = dataclasses.replace(budget, chars_per_token=facts.chars_per_token)
+    return budget
+
+
+def _fit(
+    budget: ContextBudget | None, messages: list[ChatMessage], where: str
+) -> list[ChatMessage]:
+    return messages if budget is None else fit_messages(messages, budget, where=where)
+
+
+def _learn(llm: LLM, sent: list[ChatMessage], prompt_tokens: int, window: int) -> None:
+    """After an overflow error: the server's window and a tighter characters-per-token ratio."""
+    key = server_key(llm)
+    budget = context_budget(llm)
+    if key is None or budget is None:
+        return
+    text_tokens = prompt_tokens - images_in(sent) * budget.tokens_per_image
+    chars = sum(len(b.text) for m in sent for b in m.blocks if isinstance(b, TextBlock))
+    ratio = learned_ratio(chars, text_tokens, budget.chars_per_token)
+    SERVERS.update(key, chars_per_token=ratio, context_window=window)
+    logger.info(
+        "%s: a prompt of %d chars was %d tokens; now %.2f chars/token",
+        key,
+        chars,
+        prompt_tokens,
+        ratio,
+    )
+
+
+def _overflow(llm: LLM, error: Exception) -> tuple[int, int] | None:
+    """(window, prompt tokens) when ``error`` says the prompt did not fit."""
+    if isinstance(error, ContextWindowError) and error.window and error.prompt_tokens:
+        return error.window, error.prompt_tokens
+    budget = context_budget(llm)
+    return parse_overflow(str(error), budget.reply_tokens if budget else 0)
+
+
+def _refuses_content(llm: LLM, error: Exception, sent: list[ChatMessage]) -> bool:
+    """Whether the server refused the request's images or list content (then: text only)."""
+    if not images_in(sent) or not refuses_content(str(error)):
+        return False
+    key = server_key(llm)
+    if key is not None:
+        if not SERVERS.get(key).refuses_images:
+            logger.warning(
+                "%s refused image content (%s); sending its requests as text from now on",
+                key,
+                " ".join(str(error).split())[:200],
+            )
+        SERVERS.update(key, refuses_images=True)
+    else:
+        logger.warning("%s refused image content; asking again as text", type(llm).__name__)
+    return True
+
+
+def _ask_native(llm: LLM, messages: list[ChatMessage], model: type[M]) -> Steps[M | None]:
+    prompt = ChatPromptTemplate(message_templates=messages)
+    try:
+        return (yield either(llm.structured_predict, llm.astructured_predict, model, prompt))
+    except Exception as problem:
+        if not malformed(problem, model):
+            raise
+        logger.warning("%s reply did not validate (%s); ignored", model.__name__, problem)
+        return None
+
+
+def ask_structured(
+    llm: LLM, build: Build, model: type[M], *, send_images: bool, what: str
+) -> Steps[M | None]:
+    """Ask ``llm`` for a ``model`` reply to the request ``build`` makes (see the module
+    docstring); None when the reply is malformed."""
+    where = f"{server_key(llm) or type(llm).__name__} ({what})"
+    key = server_key(llm)
+    if send_images and key is not None and SERVERS.get(key).refuses_images:
+        send_images = False
+    messages = yield from build(send_images)
+    budget = yield offload(context_budget, llm)
+    native = native_structured_output(llm)
+    refitted = fell_back = False
+    while True:
+        fitted = _fit(budget, messages, where)
+        try:
+            if native:
+                reply = yield from _ask_native(llm, fitted, model)
+            else:
+                reply = yield from ask_with_schema_in_prompt(llm, fitted, model)
+            return reply
+        except Exception as error:  # noqa: BLE001 - two kinds are recovered from, once each
+            overflow = None if refitted else _overflow(llm, error)
+            if overflow is not None:
+                refitted = True
+                _learn(llm, fitted, overflow[1], overflow[0])
+                budget = yield offload(context_budget, llm)
+                continue
+            if not fell_back and _refuses_content(llm, error, fitted):
+                fell_back = True
+                messages = yield from build(False)
+                continue
+            raise

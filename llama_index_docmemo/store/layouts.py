@@ -1,0 +1,156 @@
+"""Multivector layouts: how a page's vectors are stored and searched, the same on both backends.
+
+A page's original multivector (MaxSim rerank, no HNSW graph) sits beside a small first-stage
+vector with an HNSW index, which finds the candidates the rerank scores:
+
+- ``first_stage="mean"``: one mean-pooled vector per page (128 floats). Cheapest to build and
+  store; finds the right pages only while pages' means stay apart.
+- ``first_stage="rows_cols"``: Qdrant's ColPali recipe: the mean of each row and of each column
+  of the page's patch grid as a small multivector (about 56 vectors for ColQwen's ~32x24 grid),
+  indexed by HNSW under MaxSim, queried with the query's own multivector. A multivector without
+  a grid (text tokens) is laid out as a near-square grid of its rows.
+- ``storage``: the original and the first stage as float32 or float16 (half the bytes; Qdrant
+  converts on read).
+- ``quantization``: ``"scalar"`` (int8, 4x smaller) or ``"binary"`` (1 bit a dimension, 32x
+  smaller) copies of the original kept in RAM; the rerank scores them, then rescores the best
+  ``oversampling`` x limit with the original.
+- ``on_disk``: the original stays on disk (memory-mapped), only what a query touches is read.
+- ``token_pool_factor``: ``HierarchicalTokenPooler`` (colpali-engine, extra ``colqwen``) merges
+  similar vectors at ingest, keeping a 1/factor share of them: fewer bytes and a faster rerank,
+  scored on the pooled vectors from then on.
+
+What each costs is measured by ``benchmarks/store_scale.py`` (README, "Sizing").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from llama_index_docmemo._extras import require
+from llama_index_docmemo.errors import StoreError
+
+MULTI = "multi"
+POOLED = "pooled"
+GRID = "pooled_grid"
+LEXICAL = "lexical"
+
+FirstStage = Literal["mean", "rows_cols"]
+Storage = Literal["float32", "float16"]
+Quantization = Literal["none", "scalar", "binary"]
+FIRST_STAGES: tuple[str, ...] = ("mean", "rows_cols")
+STORAGES: tuple[str, ...] = ("float32", "float16")
+QUANTIZATIONS: tuple[str, ...] = ("none", "scalar", "binary")
+
+
+@dataclass(frozen=True)
+class MultivectorLayout:
+    """The store's multivector layout (see the module docstring for what each choice costs).
+
+    Fixed when a store is created and kept in its store record: reopening with another layout
+    raises, since the stored vectors would not match.
+    """
+
+    first_stage: FirstStage = "mean"
+    storage: Storage = "float32"
+    quantization: Quantization = "none"
+    oversampling: float = 2.0
+    on_disk: bool = False
+    token_pool_factor: int = 1
+
+    def __post_init__(self) -> None:
+        for name, value, choices in (
+            ("first_stage", self.first_stage, FIRST_STAGES),
+            ("storage", self.storage, STORAGES),
+            ("quantization", self.quantization, QUANTIZATIONS),
+        ):
+            if value not in choices:
+                raise StoreError(f"layout {name}={value!r} is not one of {', '.join(choices)}")
+        if not 1.0 <= self.oversampling <= 16.0:
+            raise StoreError(f"layout oversampling must be in [1, 16], got {self.oversampling}")
+        if not 1 <= self.token_pool_factor <= 16:
+            raise StoreError(
+                f"layout token_pool_factor must be in [1, 16], got {self.token_pool_factor}"
+            )
+
+    @property
+    def first_stage_vector(self) -> str:
+        """The named vector the first stage searches (HNSW-indexed)."""
+        return GRID if self.first_stage == "rows_cols" else POOLED
+
+    def payload(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any] | None) -> MultivectorLayout:
+        """The layout a store record names; stores from before layouts had :data:`LEGACY`."""
+        return LEGACY if payload is None else cls(**payload)
+
+    def page_vectors(
+        self, multivector: np.ndarray, pooled: np.ndarray, grid: tuple[int, int] | None
+    ) -> dict[str, np.ndarray]:
+        """The named dense vectors stored for one page (checked float32 input)."""
+        first: np.ndarray = (
+            grid_means(multivector, grid) if self.first_stage == "rows_cols" else pooled
+        )
+        original = multivector
+        if self.token_pool_factor > 1:
+            original = pool_tokens(multivector, self.token_pool_factor)
+        return {MULTI: original, self.first_stage_vector: first}
+
+    def query_first_stage(self, multivector: np.ndarray, pooled: np.ndarray) -> np.ndarray:
+        """What the first stage is queried with: the pooled vector, or the query's rows."""
+        return multivector if self.first_stage == "rows_cols" else pooled
+
+
+LEGACY = MultivectorLayout()
+"""The layout of every store written before layouts were configurable (0.1.0 and 0.2 dev)."""
+DEFAULT_LAYOUT = MultivectorLayout()
+"""New stores of text encoders (the CPU default: a few hundred small vectors a page)."""
+PAGE_IMAGE_LAYOUT = MultivectorLayout(
+    first_stage="rows_cols", storage="float16", quantization="binary", oversampling=2.0
+)
+"""New stores of page-image encoders (ColQwen2.5: ~750 patch vectors a page), chosen from the
+sizing table (README, "Sizing")."""
+
+
+def grid_shape(n_vectors: int, grid: tuple[int, int] | None) -> tuple[int, int]:
+    """(rows, columns) of a page's vectors: the encoder's patch grid, else near-square."""
+    if grid is not None:
+        rows, columns = grid
+        if rows < 1 or columns < 1 or rows * columns != n_vectors:
+            raise StoreError(f"patch grid {rows}x{columns} does not hold {n_vectors} vectors")
+        return rows, columns
+    columns = max(1, math.ceil(math.sqrt(n_vectors)))
+    return math.ceil(n_vectors / columns), columns
+
+
+def grid_means(multivector: np.ndarray, grid: tuple[int, int] | None) -> np.ndarray:
+    """Mean of each row and of each column of the patch grid, unit length: (rows + cols, dim).
+
+    Without a grid the vectors fill a near-square grid row by row (the last row may be short).
+    """
+    n, dim = multivector.shape
+    rows, columns = grid_shape(n, grid)
+    padded = np.full((rows * columns, dim), np.nan, dtype=np.float32)
+    padded[:n] = multivector
+    cells = padded.reshape(rows, columns, dim)
+    with np.errstate(invalid="ignore"):
+        means = np.concatenate([np.nanmean(cells, axis=1), np.nanmean(cells, axis=0)])
+    means = means[~np.isnan(means).any(axis=1)]
+    norms = np.linalg.norm(means, axis=1, keepdims=True)
+    return (means / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+
+
+def pool_tokens(multivector: np.ndarray, factor: int) -> np.ndarray:
+    """colpali-engine's hierarchical token pooling: about ``n / factor`` cluster means."""
+    torch = require("torch", extra="colqwen", feature="token pooling")
+    pooling = require(
+        "colpali_engine.compression.token_pooling", extra="colqwen", feature="token pooling"
+    )
+    pooler = pooling.HierarchicalTokenPooler()
+    pooled = pooler.pool_embeddings([torch.from_numpy(multivector)], pool_factor=factor)[0]
+    return np.ascontiguousarray(pooled.numpy(), dtype=np.float32)

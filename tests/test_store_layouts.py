@@ -1,0 +1,186 @@
+"""Multivector layouts: the same on both backends, fixed in the store record, what they store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_store_backends import (
+    DIM,
+    assert_same_hits,
+    corpus,
+    make_query,
+    maxsim_ranking,
+    open_store_on,
+)
+
+from llama_index_docmemo.encoders.base import PageEncoder
+from llama_index_docmemo.errors import StoreError
+from llama_index_docmemo.store import MultivectorLayout, open_store
+from llama_index_docmemo.store.layouts import (
+    DEFAULT_LAYOUT,
+    GRID,
+    MULTI,
+    PAGE_IMAGE_LAYOUT,
+    POOLED,
+    grid_means,
+    grid_shape,
+)
+from llama_index_docmemo.store.validation import document_points
+from llama_index_docmemo.types import PageEmbedding
+
+ROWS_COLS = MultivectorLayout(first_stage="rows_cols", storage="float16")
+LAYOUTS = [
+    MultivectorLayout(),
+    MultivectorLayout(storage="float16", quantization="scalar"),
+    ROWS_COLS,
+    MultivectorLayout(first_stage="rows_cols", quantization="binary", oversampling=4.0),
+    MultivectorLayout(first_stage="rows_cols", storage="float16", on_disk=True),
+]
+
+
+def test_grid_means_pool_each_row_and_column() -> None:
+    cells = np.arange(2 * 3 * 2, dtype=np.float32).reshape(6, 2) + 1.0  # a 2 x 3 grid
+    means = grid_means(cells, (2, 3))
+    grid = cells.reshape(2, 3, 2)
+    expected = np.concatenate([grid.mean(axis=1), grid.mean(axis=0)])
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    np.testing.assert_allclose(means, expected, rtol=1e-6)
+    # no grid: a near-square one, the last row short (7 vectors -> 3 x 3 with 2 missing)
+    assert grid_shape(7, None) == (3, 3)
+    assert grid_means(np.ones((7, 4), np.float32), None).shape == (6, 4)
+    with pytest.raises(StoreError, match="grid 2x2 does not hold 5"):
+        grid_shape(5, (2, 2))
+
+
+def test_layout_choices_are_checked() -> None:
+    with pytest.raises(StoreError, match="first_stage='muvera'"):
+        MultivectorLayout(first_stage="muvera")  # type: ignore[arg-type]
+    with pytest.raises(StoreError, match="oversampling"):
+        MultivectorLayout(oversampling=0.5)
+    with pytest.raises(StoreError, match="token_pool_factor"):
+        MultivectorLayout(token_pool_factor=0)
+
+
+def test_rows_cols_points_carry_the_grid_means_not_the_mean() -> None:
+    schema, records, embeddings = corpus()[0]
+    grid_page = PageEmbedding(np.ones((6, DIM), np.float32), np.ones(DIM, np.float32), grid=(3, 2))
+    pages, _ = document_points(
+        schema, records[:1], [grid_page], dim=DIM, use_sparse=False, layout=ROWS_COLS
+    )
+    assert set(pages[0].dense) == {MULTI, GRID} and pages[0].dense[GRID].shape == (5, DIM)
+    pages, _ = document_points(
+        schema, records, embeddings, dim=DIM, use_sparse=False, layout=MultivectorLayout()
+    )
+    assert set(pages[0].dense) == {MULTI, POOLED}
+    bad = PageEmbedding(np.ones((6, DIM), np.float32), np.ones(DIM, np.float32), grid=(4, 2))
+    with pytest.raises(StoreError, match=r"page 1: patch grid \(4, 2\) does not hold 6"):
+        document_points(schema, records[:1], [bad], dim=DIM, use_sparse=False, layout=ROWS_COLS)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda layout: repr(layout)[18:60])
+def test_backends_agree_on_every_layout(tmp_path: Path, layout: MultivectorLayout) -> None:
+    """Dense queries: the same pages, scores within float16 rounding, on Edge and client."""
+    edge = open_store_on("edge", tmp_path / "edge", layout=layout, sparse=False)
+    client = open_store_on("client", tmp_path / "client", layout=layout, sparse=False)
+    try:
+        for store in (edge, client):
+            for document in corpus():
+                store.upsert_document(*document)
+        for seed in range(3):
+            query = make_query(seed, sparse=False)
+            args = {"limit": 5, "prefetch_limit": 50}
+            got_edge, got_client = edge.search(query, **args), client.search(query, **args)
+            assert_same_hits(got_edge, got_client, rtol=2e-3)
+            exact = [ref for ref, _ in maxsim_ranking(corpus(), query)[:5]]
+            assert [h.ref for h in got_edge] == exact  # the whole corpus is prefetched
+    finally:
+        edge.close()
+        client.close()
+
+
+def test_the_layout_is_kept_in_the_store_record(tmp_path: Path) -> None:
+    backend = "edge"  # the store record is the same point on both backends
+    store = open_store_on(backend, tmp_path / "s", layout=ROWS_COLS)
+    store.upsert_document(*corpus()[0])
+    store.close()
+    with open_store_on(backend, tmp_path / "s") as reopened:  # None: the stored layout
+        assert reopened.layout == ROWS_COLS  # type: ignore[attr-defined]
+        assert len(reopened.search(make_query(1, sparse=False), limit=3)) == 3
+    with pytest.raises(StoreError, match="created with the multivector layout"):
+        open_store_on(backend, tmp_path / "s", layout=MultivectorLayout())
+
+
+@pytest.mark.slow  # imports torch (~15 s)
+def test_token_pooling_stores_a_third_of_the_vectors(tmp_path: Path) -> None:
+    pytest.importorskip("colpali_engine", reason="token pooling needs the colqwen extra")
+    layout = MultivectorLayout(token_pool_factor=3)
+    rng = np.random.default_rng(0)
+    page = PageEmbedding(rng.normal(size=(30, DIM)).astype(np.float32), np.ones(DIM, np.float32))
+    schema, records, _ = corpus()[0]
+    pages, _ = document_points(
+        schema, records[:1], [page], dim=DIM, use_sparse=False, layout=layout
+    )
+    assert pages[0].dense[MULTI].shape == (10, DIM)
+    store = open_store_on("edge", tmp_path / "pooled", layout=layout, sparse=False)
+    try:
+        store.upsert_document(schema, records[:1], [page])
+        assert len(store.search(make_query(0, sparse=False), limit=1)) == 1
+    finally:
+        store.close()
+
+
+def test_edge_bulk_load_builds_the_index_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_store_on("edge", tmp_path / "bulk")
+    built: list[int] = []
+    monkeypatch.setattr(store, "optimize", lambda: built.append(store.count_pages()) or True)
+    try:
+        with store.bulk_load():
+            with store.bulk_load():
+                store.upsert_document(*corpus()[0])
+            assert built == []  # nested: only the outermost block builds
+            store.upsert_document(*corpus()[1])
+            assert store.count_pages() == 10  # searchable during the load
+        assert built == [10]
+        store.upsert_document(*corpus()[2])
+        assert built == [10]  # a write outside a bulk load builds nothing
+    finally:
+        store.close()
+
+
+class _Encoder(PageEncoder):
+    name, dim = "fake", DIM
+
+    def __init__(self, modality: str) -> None:
+        self.modality = modality  # type: ignore[assignment]
+
+    def encode_pages(self, pages):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+    def encode_queries(self, queries):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+
+def test_open_store_gives_page_image_encoders_the_page_image_layout(tmp_path: Path) -> None:
+    with open_store(tmp_path / "img", encoder=_Encoder("image")) as images:
+        assert images.layout == PAGE_IMAGE_LAYOUT  # type: ignore[attr-defined]
+    with open_store(tmp_path / "txt", encoder=_Encoder("text")) as text:
+        assert text.layout == DEFAULT_LAYOUT  # type: ignore[attr-defined]
+    with open_store(tmp_path / "img", encoder=_Encoder("text")) as reopened:  # the stored one
+        assert reopened.layout == PAGE_IMAGE_LAYOUT  # type: ignore[attr-defined]
+
+
+def test_edge_indexes_every_filtered_key_and_the_tenant_as_tenant(tmp_path: Path) -> None:
+    from llama_index_docmemo.store.payloads import PAYLOAD_INDEXES
+
+    store = open_store_on("edge", tmp_path / "indexed")
+    try:
+        indexed = store.shard.info().payload_schema  # type: ignore[attr-defined]
+        assert set(indexed) == {key for key, _, _ in PAYLOAD_INDEXES}
+        tenants = {k for k, v in indexed.items() if getattr(v.params, "is_tenant", None)}
+        assert tenants == {"tenant_key"}
+    finally:
+        store.close()
