@@ -1,4 +1,5 @@
-"""The ``docmemo`` command: index, list and delete documents, search pages, ask questions, demo, eval."""
+"""The ``docmemo`` command: index, list and delete documents, search pages, ask questions, demo,
+eval and compare (the last two from the evaluation harness, extra ``eval``)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def _add_store_args(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--encoder", default=None, help="encoder name (default: the CPU default)")
 
 
-def _add_llm_args(parser: argparse.ArgumentParser) -> None:
+def add_llm_args(parser: argparse.ArgumentParser) -> None:
+    """The LLM reader's options (``ask``, ``index``, ``demo``, ``compare``)."""
     group = parser.add_argument_group("LLM reader on an OpenAI-compatible server (optional)")
     group.add_argument(
         "--llm-url",
@@ -108,7 +110,8 @@ def _images(args: argparse.Namespace) -> Any:
     return {"auto": "auto", "on": True, "off": False}[args.llm_images]
 
 
-def _llm(args: argparse.Namespace) -> Any:
+def llm_from_args(args: argparse.Namespace) -> Any:
+    """The LLM :func:`add_llm_args` options describe (None without ``--llm-url``)."""
     if not args.llm_url:
         return None
     from llama_index_docmemo.llms import QwenVL
@@ -173,7 +176,7 @@ def cmd_index(args: argparse.Namespace) -> int:
     executor = _index_executor(args)  # before any work: bad flags, Ray missing
     encoder = _encoder(args)
     summarizer = None
-    llm = _llm(args)
+    llm = llm_from_args(args)
     if llm is not None:
         from llama_index_docmemo.ingest.summaries import VLMPageSummarizer
 
@@ -325,7 +328,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         engine = DocMemoQueryEngine.from_defaults(
             store=store,
             encoder=encoder,
-            llm=_llm(args),
+            llm=llm_from_args(args),
             config=_config(args),
             page_filter=scope,
             images=_images(args),
@@ -382,7 +385,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from llama_index_docmemo.demo.run import run_demo
 
-    results = run_demo(cache_dir=args.cache_dir, llm=_llm(args))
+    results = run_demo(cache_dir=args.cache_dir, llm=llm_from_args(args))
     return 0 if results else 1
 
 
@@ -397,7 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("index", help="index PDFs (files or folders) into the page store")
     p.add_argument("paths", nargs="+", type=Path)
     _add_store_args(p)
-    _add_llm_args(p)
+    add_llm_args(p)
     p.add_argument("--tenant", default=None, help="owner of these documents (a separate space)")
     p.add_argument(
         "--acl",
@@ -466,7 +469,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("question")
     _add_store_args(p)
     _add_scope_args(p)
-    _add_llm_args(p)
+    add_llm_args(p)
     _add_loop_args(p)
     p.add_argument("--json", action="store_true")
     p.add_argument("--trace", type=Path, help="write the belief heat-map (.png or .html)")
@@ -474,13 +477,33 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="index a generated report and answer questions about it")
     p.add_argument("--cache-dir", type=Path, default=None)
-    _add_llm_args(p)
+    add_llm_args(p)
     p.set_defaults(func=cmd_demo)
 
-    from llama_index_docmemo.evaluation.cli import add_eval_parser
-
-    add_eval_parser(sub)
+    _add_harness_command(
+        sub, "eval", "compare engines on a dataset folder (qa.jsonl + pdfs/); extra 'eval'"
+    )
+    _add_harness_command(
+        sub,
+        "compare",
+        "DocMemo vs the stock LlamaIndex engine on your PDFs and questions; extra 'eval'",
+    )
     return parser
+
+
+def _add_harness_command(sub: Any, name: str, help: str) -> None:
+    """``eval`` and ``compare`` belong to the evaluation harness (extra ``eval``): their own
+    parser is built only when they run, so no other command imports the harness. This stub
+    treats nothing as an option and hands every following argument over."""
+    p = sub.add_parser(name, help=help, add_help=False, prefix_chars="\0")
+    p.add_argument("arguments", nargs=argparse.REMAINDER)
+    p.set_defaults(func=lambda args: _run_harness(name, args.arguments))
+
+
+def _run_harness(name: str, arguments: list[str]) -> int:
+    from llama_index_docmemo.evaluation.cli import main as harness_main
+
+    return harness_main(name, arguments)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

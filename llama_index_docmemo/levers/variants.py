@@ -4,7 +4,9 @@ Every variant is a full set of lever switches (the others off), so a row means t
 whatever ``DocMemoConfig``'s defaults are: ``no_levers`` is the loop before issue 14, and
 ``lever_<name>`` is that loop with one lever on, ``levers`` the combination chosen on the
 tuning half (the defaults since). ``docmemo`` itself runs the defaults.
-The values are the ones measured on the tuning half (README, "Levers").
+The values are the ones measured on the tuning half (README, "Levers"); the levers that did not
+move all-hit there (feedback search, the wider pool, the budget shape, the schema field, the
+calibrated priors) were removed with their switches and have no variant.
 """
 
 from __future__ import annotations
