@@ -165,7 +165,7 @@ def test_engine_configs() -> None:
     )
     assert paper.levers == DocMemoConfig.paper().levers and paper.loop.pages_per_round == 4
     no_levers = configs.for_engine("no_levers").levers
-    assert not no_levers.subqueries and no_levers.question_reference_weight == 0.0
+    assert no_levers.statement_weight == 0.0 and no_levers.question_reference_weight == 0.0
     with pytest.raises(ValueError, match="unknown engine"):
         configs.for_engine("bogus")
     with pytest.raises(ValueError, match="unknown DocMemoConfig field.*not_a_field"):
