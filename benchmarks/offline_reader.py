@@ -24,7 +24,6 @@ report ``--split report``.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import re
 import sys
@@ -33,24 +32,13 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from llama_index_docmemo.evaluation.datasets import QAItem, load_dataset
+from llama_index_docmemo.evaluation.datasets import SPLITS, QAItem, load_dataset, split_of
 from llama_index_docmemo.evaluation.metrics import answer_correct
 from llama_index_docmemo.evaluation.stats import wilson_interval
 from llama_index_docmemo.reasoning.offline import OfflineReasoner
 from llama_index_docmemo.reasoning.offline.reasoner import ABSENT_SHARE
 from llama_index_docmemo.trace import QueryTrace
 from llama_index_docmemo.types import PageFilter
-
-SPLITS = ("tune", "report", "all")
-
-try:
-    from llama_index_docmemo.evaluation.datasets import split_of
-except ImportError:  # the evaluation package before it gained the split: the same fixed rule
-
-    def split_of(doc_name: str) -> str:  # type: ignore[misc]
-        """The team's fixed split: "tune" when sha256 of the file name is even, else "report"."""
-        digest = int(hashlib.sha256(doc_name.encode("utf-8")).hexdigest(), 16)
-        return "tune" if digest % 2 == 0 else "report"
 
 
 def _norm(text: str) -> str:

@@ -1,13 +1,17 @@
-"""Compare DocMemo with fixed-budget baselines and a stock LlamaIndex pipeline on your own documents.
+"""Compare DocMemo with the stock LlamaIndex engine on your own PDFs, with your own LLM.
 
-    python examples/compare_engines.py DATASET_DIR [OUT_DIR]
+    python examples/compare_engines.py DOCS_DIR QUESTIONS_FILE OUT_DIR \\
+        --llm-url http://127.0.0.1:8000/v1 --llm-model qwen2.5-vl-7b [--text-only] \\
+        [--judge-url URL --judge-model NAME]
 
-DATASET_DIR holds ``qa.jsonl`` (one question per line with its gold evidence pages; the format is
-documented in ``llama_index_docmemo/evaluation/datasets.py``) and ``pdfs/``. The PDFs are indexed once
-into OUT_DIR/store; rerunning the script resumes where it stopped. With the simulated reasoner (pages
-labelled from the gold evidence, 20% false negatives, 5% false positives) the numbers isolate the
-retrieval state; ``--reasoner offline`` or ``vlm`` (with ``--llm-url``) measure the real reader. Same as
-``docmemo eval --data DATASET_DIR --reasoner simulated --out OUT_DIR``.
+QUESTIONS_FILE is a ``.jsonl`` / ``.csv`` with a ``question`` and optionally an ``expected``
+answer, or a ``.txt`` with one question a line. The app's LLM goes into ``Settings.llm``, as in
+any LlamaIndex app, and every engine answers with it: DocMemo, ``stock`` (SimpleDirectoryReader
+-> SentenceSplitter -> VectorStoreIndex -> RetrieverQueryEngine) and ``stock-ocr`` (the same over
+the OCR'd page text, to separate the method from OCR). OUT_DIR gets ``report.html`` (answers side
+by side, cited pages as thumbnails, DocMemo's belief heat-map), ``report.md`` and
+``results.jsonl``; rerunning resumes. The same as ``docmemo compare --docs ... --questions ...``.
+Needs ``pip install 'llama-index-docmemo[eval]'``.
 """
 
 from __future__ import annotations
@@ -15,30 +19,48 @@ from __future__ import annotations
 import argparse
 import sys
 
-from llama_index_docmemo.evaluation.cli import add_eval_parser, run_eval
+from llama_index.core import Settings
+
+from llama_index_docmemo import OpenAICompatible
+from llama_index_docmemo.evaluation.compare import compare
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__)
-        return 0
-    data, out = argv[0], argv[1] if len(argv) > 1 else "./docmemo_eval"
-    parser = argparse.ArgumentParser(prog="compare_engines")
-    add_eval_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(
-        [
-            "eval",
-            "--data",
-            data,
-            "--out",
-            out,
-            "--reasoner",
-            "simulated",
-            "--engines",
-            "docmemo,static-paged,neighbours,static@15,llamaindex-topk",
-        ]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("docs")
+    parser.add_argument("questions")
+    parser.add_argument("out")
+    parser.add_argument("--llm-url", required=True)
+    parser.add_argument("--llm-model", required=True)
+    parser.add_argument("--text-only", action="store_true", help="a model that reads no images")
+    parser.add_argument("--judge-url")
+    parser.add_argument("--judge-model")
+    args = parser.parse_args(argv)
+    Settings.llm = OpenAICompatible(
+        model=args.llm_model, api_base=args.llm_url, multimodal=not args.text_only
     )
-    return run_eval(args)
+    judge = (
+        OpenAICompatible(model=args.judge_model, api_base=args.judge_url, multimodal=False)
+        if args.judge_url
+        else None
+    )
+    report = compare(
+        args.docs,
+        args.questions,
+        args.out,
+        engines=["docmemo", "stock", "stock-ocr"],
+        judge_llm=judge,
+    )
+    for name, totals in report["totals"]["engines"].items():
+        cost = totals["cost"]
+        print(
+            f"{name}: correct {totals['correct']['mean']}, figures found "
+            f"{totals['figures_found']}/{totals['figures']}, "
+            f"{cost['llm_calls']['mean']:.1f} LLM calls and "
+            f"{cost['prompt_tokens']['mean']:.0f} prompt tokens a question"
+        )
+    print(f"report: {args.out}/report.html")
+    return 0
 
 
 if __name__ == "__main__":

@@ -67,12 +67,14 @@ class FakeQdrant:
             raise ValueError(f"unexpected batch operation {type(inner).__name__}")
 
     def handle(self, method: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        route = path.split("?")[0]
+        if route == "/":
+            # qdrant-client probes the version from a thread of its own, at any moment: answered
+            # but neither recorded nor failed, so request counts and injected failures cannot race it
+            return 200, {"title": "qdrant - vector search engine", "version": "1.20.0"}
         self.requests.append((method, path, body))
         if self.fail_next:
             return self.fail_next.pop(0), {"status": {"error": "injected"}}
-        route = path.split("?")[0]
-        if route == "/":
-            return 200, {"title": "qdrant - vector search engine", "version": "1.20.0"}
         match = re.fullmatch(r"/collections/([^/]+)(/.*)?", route)
         if match is None:
             return 404, {"status": {"error": f"no route {route}"}}

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("llama_index.retrievers.bm25")
 fitz = pytest.importorskip("pymupdf")
 
-from llama_index_docmemo.evaluation.cli import add_eval_parser, run_eval  # noqa: E402
+from llama_index_docmemo.evaluation.cli import eval_parser, run_eval  # noqa: E402
 
 FILLER = "This page describes the office garden, the weather in spring and the colour of the walls."
 FACTS = {
@@ -80,12 +80,10 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def parse(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="docmemo")
-    add_eval_parser(parser.add_subparsers(dest="command"))
-    return parser.parse_args(["eval", *argv])
+    return eval_parser().parse_args(list(argv))
 
 
-ENGINES = "docmemo,static-paged,neighbours,static@2,static@6,llamaindex-topk,no_belief"
+ENGINES = "docmemo,static-paged,neighbours,static@2,static@6,llamaindex-topk,llamaindex-topk-ocr,no_belief"
 
 
 def test_simulated_eval_end_to_end_and_resume(dataset: Path, tmp_path: Path) -> None:
@@ -133,6 +131,8 @@ def test_simulated_eval_end_to_end_and_resume(dataset: Path, tmp_path: Path) -> 
     assert engines["static@2"]["pages_read"] == pytest.approx(2.0)
     # static@6 is static-paged without its reading between rounds: the same pages, fixed budget
     assert engines["static@6"]["curve"] == engines["static-paged"]["curve"]
+    # every page has a text layer: the store's text (OCR where needed) finds what the PDF's does
+    assert engines["llamaindex-topk-ocr"]["curve"] == engines["llamaindex-topk"]["curve"]
     # a perfect reader (fn=fp=0) is measured as such
     assert engines["docmemo"]["reader_rates"]["fn"] == 0.0
     assert engines["docmemo"]["reader_rates"]["fp"] == 0.0
@@ -140,7 +140,7 @@ def test_simulated_eval_end_to_end_and_resume(dataset: Path, tmp_path: Path) -> 
     assert "simulated reader" in md and "| static-paged |" in md and "Split: **all**" in md
     assert (out / "curves.png").is_file()
     lines = (out / "seed-0" / "results.jsonl").read_text().splitlines()
-    assert len(lines) == 4 * 7
+    assert len(lines) == 4 * 8
     assert run_eval(args) == 0  # resumed: nothing re-run
     assert (out / "seed-0" / "results.jsonl").read_text().splitlines() == lines
     other = parse(*common, "--reasoner", "simulated", "--split", "all", "--fn", "0.4")

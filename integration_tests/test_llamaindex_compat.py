@@ -50,6 +50,7 @@ from llama_index.core.vector_stores.types import (
     MetadataFilters,
 )
 
+from llama_index_docmemo import DocMemoIndex
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.encoders import default_encoder
 from llama_index_docmemo.indexing import DocumentIndexer
@@ -60,7 +61,7 @@ from llama_index_docmemo.reasoning.offline import OfflineReasoner
 from llama_index_docmemo.reasoning.vlm import VLMReasoner
 from llama_index_docmemo.retriever import DocMemoRetriever
 from llama_index_docmemo.store import open_store
-from llama_index_docmemo.store.filters import FilterError, to_page_filter
+from llama_index_docmemo.store.filters import FilterError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fakes_docmemo import ScriptedLLM  # noqa: E402
@@ -486,16 +487,21 @@ def test_retriever_under_retriever_query_engine_and_evaluator(indexed) -> None:
     assert result.metric_vals_dict["hit_rate"] == 1.0
 
 
-def test_drop_in_example_reads_with_the_apps_llm(indexed, tmp_path) -> None:
+def test_drop_in_example_reads_with_the_apps_llm(tmp_path, monkeypatch) -> None:
+    """``examples/drop_in.py``'s app, unchanged but for the index class, reads with the app's
+    ``Settings.llm`` (a Qwen-VL server here): page images and structured requests reach it."""
     path = Path(__file__).resolve().parents[1] / "examples" / "drop_in.py"
     spec = importlib.util.spec_from_file_location("drop_in", path)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
-    store, encoder = indexed
+    margin = "Segment margin table 2023. Retail segment margin 12 percent, wholesale 4 percent."
+    (tmp_path / "docs").mkdir()
+    write_pdf(tmp_path / "docs" / "report.pdf", {3: "Revenue 2023 overview.", 7: margin})
+    monkeypatch.setenv("DOCMEMO_STORE_DIR", str(tmp_path / "store"))
     with FakeVLLM([], default=reader_reply, model=MODEL) as server:
         Settings.llm = QwenVL(model=MODEL, api_base=server.url, timeout=10, max_retries=1)
-        before, after = module.engines(store, encoder)
-        assert isinstance(after.reasoner, VLMReasoner) and after.reasoner.llm is Settings._llm
-        after.retriever.page_filter = to_page_filter(acme())  # the fixture's documents are acme's
-        answer = after.query(QUESTION)
-    assert server.requests and str(answer)
+        module.app(DocMemoIndex, str(tmp_path / "docs"), QUESTION)
+    reading = [
+        r for r in server.requests if "useful_pages" in (r.schema or {}).get("properties", {})
+    ]
+    assert server.problems == [] and reading and all(r.image_sizes for r in reading)

@@ -281,12 +281,12 @@ def test_a_page_that_cannot_be_rendered_keeps_its_text_everywhere(
 def test_index_layout_goes_on_past_an_oversized_page(
     tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from llama_index_docmemo.cli import _index_layouts
+    from llama_index_docmemo.cli.documents import index_layouts
 
     poster = write_oversized(tmp_path / "docs" / "poster.pdf")
     normal = write_pdf(tmp_path / "docs" / "normal.pdf", ["Revenue table: 4,200 units."])
     monkeypatch.setenv("DOCMEMO_CACHE_DIR", str(tmp_path / "cache"))
-    warnings = _index_layouts([str(poster), str(normal)], "pymupdf")
+    warnings = index_layouts([str(poster), str(normal)], "pymupdf")
     out = capsys.readouterr().out
     assert f"layout (pymupdf): {poster}: " in out and f"layout (pymupdf): {normal}: " in out
     assert warnings == []  # the page is skipped inside the file, the file still gets a layout

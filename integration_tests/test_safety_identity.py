@@ -28,7 +28,7 @@ def encoder():
 
 @pytest.fixture
 def quick_cli(monkeypatch: pytest.MonkeyPatch, encoder) -> None:
-    monkeypatch.setattr(cli, "_encoder", lambda args: encoder)  # one model load for the module
+    monkeypatch.setattr(cli.options, "encoder", lambda args: encoder)  # one model load for the module
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

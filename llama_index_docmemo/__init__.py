@@ -37,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     "OpenAICompatible": "llama_index_docmemo.llms.openai_compatible",
     "PageEncoder": "llama_index_docmemo.encoders.base",
     "default_encoder": "llama_index_docmemo.encoders",
+    "EncoderEmbedding": "llama_index_docmemo.encoders.embedding",
     "ColQwenEncoder": "llama_index_docmemo.encoders.colqwen",
     "CropPostprocessor": "llama_index_docmemo.postprocessors.crops",
     "DocumentIndexer": "llama_index_docmemo.indexing",

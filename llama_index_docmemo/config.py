@@ -110,8 +110,6 @@ class LeverSettings(_Settings):
             ("page 25", "the cover", "slide 3", "Figure 9" via the reference graph). 0: off.
         reference_weight / continuation_weight: alpha added to pages a useful page references
             ("see Table 3", "Note 12") / continues on (0: off; None: same as reference_weight).
-        subqueries / subquery_weight: from round 2, also search each part of a multi-part
-            question and fuse those rankings with this weight.
         statement_weight: from round 2, for a question naming a financial metric (ROE, DPO,
             margin, cash flow...), also search the headings of the primary statements its
             inputs come from and fuse with this weight (0: off).
@@ -121,15 +119,13 @@ class LeverSettings(_Settings):
     question_reference_weight: float = Field(3.0, ge=0.0)
     reference_weight: float = Field(2.0, ge=0.0)
     continuation_weight: float | None = Field(None, ge=0.0)
-    subqueries: bool = True
-    subquery_weight: float = Field(0.7, ge=0.0)
     statement_weight: float = Field(0.7, ge=0.0)
     fusion_rule: Literal["max", "sum"] = "max"
 
     @property
     def searching(self) -> bool:
         """Whether a lever adds searches to rounds 2 and later."""
-        return self.subqueries or self.statement_weight > 0
+        return self.statement_weight > 0
 
 
 class BudgetSettings(_Settings):
@@ -217,7 +213,6 @@ class DocMemoConfig(_Settings):
             "relevance_feedback": 0,
             "question_reference_weight": 0.0,
             "reference_weight": 0.0,
-            "subqueries": False,
             "statement_weight": 0.0,
         }
         return cls().updated(**{**settings, **overrides})

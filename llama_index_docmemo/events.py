@@ -64,7 +64,9 @@ class LLMCallTally:
     A request made inside another (``CustomLLM.chat`` calls ``complete``: its span is a child
     of the outer request's) is one request. A request ends with its end event, or when its span
     closes (a failed request sends no end event), so the request after a refused one counts.
-    Thread-safe: the async driver's worker threads share a query's tally.
+    ``without_usage`` counts ended requests whose response reported no token counts (their
+    tokens are missing from the sums). Thread-safe: the async driver's worker threads share a
+    query's tally.
     """
 
     def __init__(self) -> None:
@@ -72,6 +74,7 @@ class LLMCallTally:
         self.images = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.without_usage = 0
         self._open: set[str] = set()  # spans of requests under way
         self._parents: dict[str, str | None] = {}  # spans entered in this block -> parent
         self._lock = threading.Lock()
@@ -108,6 +111,7 @@ class LLMCallTally:
         with self._lock:
             self.prompt_tokens += _count(usage.get("prompt_tokens"))
             self.completion_tokens += _count(usage.get("completion_tokens"))
+            self.without_usage += not isinstance(usage.get("prompt_tokens"), int)
 
     def closed(self, span: str) -> None:
         with self._lock:
@@ -132,28 +136,28 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and value > 0 else 0
 
 
-_TALLY: ContextVar[LLMCallTally | None] = ContextVar("docmemo_llm_call_tally", default=None)
+_TALLIES: ContextVar[tuple[LLMCallTally, ...]] = ContextVar("docmemo_llm_call_tallies", default=())
+"""The tallies of the blocks this code runs in, outermost first (a block inside another, e.g. a
+query's rounds inside ``docmemo compare``'s count of the whole answer, feeds both)."""
 
 
 class _LLMCallCounter(BaseEventHandler):
-    """Feeds LLM request starts and ends to the current block's tally."""
+    """Feeds LLM request starts and ends to the tallies of the blocks the request runs in."""
 
     @classmethod
     def class_name(cls) -> str:
         return "DocMemoLLMCallCounter"
 
     def handle(self, event: BaseEvent, **kwargs: Any) -> None:
-        tally = _TALLY.get()
-        if tally is None:
-            return
-        if isinstance(event, _STARTS):
-            tally.started(event)
-        elif isinstance(event, _ENDS):
-            tally.ended(event)
+        for tally in _TALLIES.get():
+            if isinstance(event, _STARTS):
+                tally.started(event)
+            elif isinstance(event, _ENDS):
+                tally.ended(event)
 
 
 class _SpanWatch(BaseSpanHandler[BaseSpan]):
-    """Tells the current block's tally which span runs inside which, and when one closes."""
+    """Tells the blocks' tallies which span runs inside which, and when one closes."""
 
     @classmethod
     def class_name(cls) -> str:
@@ -168,8 +172,7 @@ class _SpanWatch(BaseSpanHandler[BaseSpan]):
         tags: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> BaseSpan | None:
-        tally = _TALLY.get()
-        if tally is not None:
+        for tally in _TALLIES.get():
             tally.entered(id_, parent_span_id)
         return None  # nothing kept here
 
@@ -197,8 +200,7 @@ class _SpanWatch(BaseSpanHandler[BaseSpan]):
 
     @staticmethod
     def _close(span: str) -> None:
-        tally = _TALLY.get()
-        if tally is not None:
+        for tally in _TALLIES.get():
             tally.closed(span)
 
 
@@ -219,11 +221,13 @@ def _install() -> None:
 @contextmanager
 def counting_llm_calls(tally: LLMCallTally | None = None) -> Iterator[LLMCallTally]:
     """Count the LLM requests made in this block (this thread / task only), into ``tally``
-    when given (so several blocks add up), else a new one."""
+    when given (so several blocks add up), else a new one. Blocks nest: a request counts in
+    every block it runs in."""
     _install()
     tally = tally if tally is not None else LLMCallTally()
-    token = _TALLY.set(tally)
+    outer = _TALLIES.get()
+    token = _TALLIES.set(outer if any(t is tally for t in outer) else (*outer, tally))
     try:
         yield tally
     finally:
-        _TALLY.reset(token)
+        _TALLIES.reset(token)

@@ -1,7 +1,8 @@
 """Belief heat-map of one query: pages x rounds, coloured by posterior mean, reads and labels marked.
 
-``render_trace(trace, "q.png")`` draws it with matplotlib (the ``plots`` extra); ``render_trace(trace,
-"q.html")`` writes a self-contained HTML table (inline CSS, no scripts) that needs nothing extra.
+``render_trace(trace, "q.png")`` draws it with matplotlib (the ``plots`` extra) on a ``Figure`` and
+the Agg canvas, never touching pyplot's global backend; ``render_trace(trace, "q.html")`` writes a
+self-contained HTML table (inline CSS, no scripts) that needs nothing extra.
 """
 
 from __future__ import annotations
@@ -9,9 +10,13 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from llama_index_docmemo._extras import require
 from llama_index_docmemo.trace import QueryTrace
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 Page = tuple[str, int]
 
@@ -69,18 +74,20 @@ def _label(page: Page, multi_doc: bool) -> str:
     return f"{page[0]} p{page[1]}" if multi_doc else f"p{page[1]}"
 
 
-def _render_png(hm: HeatMap, trace: QueryTrace, path: Path) -> None:
-    matplotlib = require("matplotlib", extra="plots", feature="the belief heat-map (PNG)")
-    matplotlib.use("Agg")
-    plt = require("matplotlib.pyplot", extra="plots", feature="the belief heat-map (PNG)")
-    np = require("numpy", extra="plots", feature="the belief heat-map (PNG)")
+def heat_map_figure(hm: HeatMap, trace: QueryTrace) -> Figure:
+    """The heat-map on a ``matplotlib.figure.Figure`` (no pyplot, no global backend change)."""
+    feature = "the belief heat-map (PNG)"
+    matplotlib = require("matplotlib", extra="plots", feature=feature)
+    figure = require("matplotlib.figure", extra="plots", feature=feature)
+    np = require("numpy", extra="plots", feature=feature)
     grid = np.array([[np.nan if v is None else v for v in row] for row in hm.mean], dtype=float)
     if grid.size == 0:
         grid = np.full((max(len(hm.pages), 1), max(len(hm.rounds), 1)), np.nan)
-    fig, ax = plt.subplots(
-        figsize=(2.2 + 1.1 * max(len(hm.rounds), 1), 1.6 + 0.24 * max(len(hm.pages), 1))
+    fig = figure.Figure(
+        figsize=(2.2 + 1.1 * max(len(hm.rounds), 1), 1.6 + 0.24 * max(len(hm.pages), 1)), dpi=120
     )
-    cmap = plt.get_cmap("Blues").with_extremes(bad="#eeeeee")
+    ax = fig.subplots()
+    cmap = matplotlib.colormaps["Blues"].with_extremes(bad="#eeeeee")
     image = ax.imshow(np.ma.masked_invalid(grid), aspect="auto", cmap=cmap, vmin=0.0, vmax=1.0)
     multi_doc = len({p[0] for p in hm.pages}) > 1
     ax.set_yticks(range(len(hm.pages)), [_label(p, multi_doc) for p in hm.pages], fontsize=7)
@@ -110,8 +117,14 @@ def _render_png(hm: HeatMap, trace: QueryTrace, path: Path) -> None:
     reader = f" [{trace.reader}]" if trace.reader else ""
     ax.set_title(f"{title}{reader}\n○ read  + useful  × irrelevant", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
+
+
+def _render_png(hm: HeatMap, trace: QueryTrace, path: Path) -> None:
+    backend = require(
+        "matplotlib.backends.backend_agg", extra="plots", feature="the belief heat-map (PNG)"
+    )
+    backend.FigureCanvasAgg(heat_map_figure(hm, trace)).print_png(str(path))
 
 
 def _cell_color(mean: float | None) -> str:
@@ -121,8 +134,16 @@ def _cell_color(mean: float | None) -> str:
     return f"rgb({shade},{shade + (255 - shade) // 3},255)"
 
 
-def render_html(hm: HeatMap, trace: QueryTrace) -> str:
-    """The heat-map as one HTML document: a table with inline styles, no scripts."""
+HEAT_MAP_CSS = (
+    "table.heatmap{border-collapse:collapse}"
+    ".heatmap td,.heatmap th{border:1px solid #ccc;padding:2px 8px;text-align:center}"
+    ".heatmap th{background:#fafafa}"
+)
+
+
+def heat_map_table(hm: HeatMap) -> str:
+    """The heat-map as an HTML ``<table class="heatmap">`` with inline colours (style:
+    :data:`HEAT_MAP_CSS`), for embedding in a larger page."""
     multi_doc = len({p[0] for p in hm.pages}) > 1
     head = "".join(f"<th>round {r}</th>" for r in hm.rounds)
     rows = []
@@ -135,17 +156,26 @@ def render_html(hm: HeatMap, trace: QueryTrace) -> str:
             title = "no belief logged" if mean is None else f"posterior mean {mean:.2f}"
             cells.append(f'<td style="background:{_cell_color(mean)}" title="{title}">{marks}</td>')
         rows.append(f"<tr><th>{html.escape(_label(page, multi_doc))}</th>{''.join(cells)}</tr>")
+    return f'<table class="heatmap"><tr><th>page</th>{head}</tr>{"".join(rows)}</table>'
+
+
+HEAT_MAP_LEGEND = (
+    "Colour: belief (posterior mean, white 0 → blue 1; grey: not logged). "
+    "● read this round, ✓ judged useful, ✗ judged irrelevant."
+)
+
+
+def render_html(hm: HeatMap, trace: QueryTrace) -> str:
+    """The heat-map as one HTML document: a table with inline styles, no scripts."""
     reader = f" — reader: {html.escape(trace.reader)}" if trace.reader else ""
     return (
         '<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>DocMemo belief heat-map</title>'
-        "<style>body{font-family:sans-serif;font-size:13px}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:2px 8px;text-align:center}th{background:#fafafa}</style>"
+        f"<style>body{{font-family:sans-serif;font-size:13px}}{HEAT_MAP_CSS}</style>"
         f"</head><body><h3>{html.escape(trace.question)}</h3>"
         f"<p>Answer: {html.escape(trace.answer)} ({html.escape(trace.status)}, stop: "
         f"{html.escape(trace.stop_reason)}){reader}</p>"
-        "<p>Colour: belief (posterior mean, white 0 → blue 1; grey: not logged). "
-        "● read this round, ✓ judged useful, ✗ judged irrelevant.</p>"
-        f"<table><tr><th>page</th>{head}</tr>{''.join(rows)}</table></body></html>\n"
+        f"<p>{HEAT_MAP_LEGEND}</p>"
+        f"{heat_map_table(hm)}</body></html>\n"
     )
 
 

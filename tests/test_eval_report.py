@@ -124,18 +124,51 @@ def test_simulated_and_oracle_reports_are_labelled(tmp_path: Path) -> None:
     assert "UPPER BOUND (ORACLE STOP)" in md.splitlines()[0] and "upper bound" in md
 
 
-def test_plots_are_written(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
-    from llama_index_docmemo.evaluation.plots import plot_reader_map, write_plots
+def test_curves_plot_draws_each_engine_with_its_intervals(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    matplotlib = pytest.importorskip("matplotlib")
+    from PIL import Image
+
+    switched: list[object] = []
+    monkeypatch.setattr(matplotlib, "use", lambda *a, **k: switched.append(a))
+    from llama_index_docmemo.evaluation.plots import curves_figure, write_plots
 
     report = write_report(
         tmp_path, dataset="tiny", reasoner="simulated", items=ITEMS, runs=RUNS, settings=SETTINGS
     )
+    fig = curves_figure(report)
+    for ax, key in zip(fig.axes[:2], ("all_hit", "recall"), strict=True):
+        assert [t.get_text() for t in fig.axes[1].get_legend().get_texts()] == [
+            "docmemo",
+            "static@1",
+        ]
+        for container, name in zip(ax.containers, ("docmemo", "static@1"), strict=True):
+            line, _, (bars,) = container.lines
+            points = report["engines"][name]["curve"]
+            assert list(line.get_ydata()) == pytest.approx([c[key] for c in points])
+            assert [round(x) for x in line.get_xdata()] == [c["pages"] for c in points]
+            # each error bar spans the point's 95% interval
+            spans = [v for segment in bars.get_segments() for v in sorted(segment[:, 1])]
+            assert spans == pytest.approx([v for c in points for v in c[f"{key}_ci"]])
+    (path,) = write_plots(report, tmp_path)
+    assert not switched  # the host's matplotlib backend is never switched
+    with Image.open(path) as image:
+        assert image.format == "PNG"
+        assert image.size == tuple(round(v * fig.dpi) for v in fig.get_size_inches())
+
+
+def test_reader_map_puts_each_gain_in_its_fn_fp_cell() -> None:
+    pytest.importorskip("matplotlib")
+    from llama_index_docmemo.evaluation.plots import reader_map_figure
+
     cells = [
-        {"fn": fn, "fp": fp, "gain_vs_static_paged": 0.01 * fn, "gain_vs_neighbours": -0.01}
-        for fn in (0.0, 0.2)
+        {"fn": fn, "fp": fp, "gain_vs_static_paged": fn + fp / 10, "gain_vs_neighbours": -fp}
+        for fn in (0.0, 0.2, 0.4)
         for fp in (0.0, 0.1)
     ]
-    paths = [*write_plots(report, tmp_path), plot_reader_map(cells, tmp_path / "m.png", title="t")]
-    for path in paths:
-        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    fig = reader_map_figure(cells, title="t")
+    static_paged, neighbours = (ax.images[0].get_array() for ax in fig.axes[:2])
+    assert static_paged.shape == (3, 2)  # rows: fn, columns: fp
+    assert static_paged[2, 1] == pytest.approx(100 * (0.4 + 0.01))
+    assert neighbours[1, 1] == pytest.approx(-10.0) and neighbours[2, 0] == pytest.approx(0.0)

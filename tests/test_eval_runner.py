@@ -10,12 +10,8 @@ from fakes_docmemo import BagOfWordsEncoder, MemoryPageStore
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.errors import DocMemoError
-from llama_index_docmemo.evaluation.baselines import (
-    build_engines,
-    check_engine_names,
-    config_for,
-    static_k,
-)
+from llama_index_docmemo.evaluation.baselines import build_engines, check_engine_names, static_k
+from llama_index_docmemo.evaluation.configs import EngineConfigs
 from llama_index_docmemo.evaluation.datasets import load_dataset
 from llama_index_docmemo.evaluation.runner import RESULTS, check_settings, load_runs, run_evaluation
 from llama_index_docmemo.evaluation.simulated import SimulatedReasoner
@@ -70,10 +66,10 @@ def setup(tmp_path: Path):
             store=store, encoder=encoder, reasoner=reasoner, config=config, evidence_images=False
         )
 
-    base = DocMemoConfig(pages_per_round=3, rounds=3, candidates=10)
     engines = build_engines(
         ["docmemo", "static-paged", "neighbours", "static@5", "greedy"],
-        base=base,
+        configs=EngineConfigs(pages_per_round=3, rounds=3, overrides={"candidates": 10}),
+        seed=0,
         make_engine=make,
         store=store,
         encoder=encoder,
@@ -155,14 +151,25 @@ def test_settings_guard(tmp_path: Path) -> None:
         check_settings(tmp_path, {"seed": 1, "k": 5})
 
 
-def test_ablation_configs() -> None:
-    base = DocMemoConfig()
-    assert config_for("docmemo", base) is base
-    assert config_for("greedy", base).sampling == "greedy"
-    nm = config_for("no_memory", base)
-    assert not (nm.use_schema or nm.use_belief or nm.use_episodic)
+def test_engine_configs() -> None:
+    configs = EngineConfigs(pages_per_round=4, rounds=2, overrides={"sampling": "thompson"})
+    docmemo = configs.for_engine("docmemo", seed=3)
+    assert (docmemo.loop.pages_per_round, docmemo.loop.rounds, docmemo.selection.seed) == (4, 2, 3)
+    assert docmemo.selection.sampling == "thompson" and configs.budget == 8
+    assert configs.for_engine("greedy").selection.sampling == "greedy"  # the ablation wins
+    nm = configs.for_engine("no_memory").loop
+    assert not (nm.use_schema or nm.use_belief or nm.use_episodic) and nm.pages_per_round == 4
+    paper = configs.for_engine("paper")
+    assert paper.selection == DocMemoConfig.paper().selection.model_copy(
+        update={"sampling": "thompson", "seed": 0}
+    )
+    assert paper.levers == DocMemoConfig.paper().levers and paper.loop.pages_per_round == 4
+    no_levers = configs.for_engine("no_levers").levers
+    assert no_levers.statement_weight == 0.0 and no_levers.question_reference_weight == 0.0
     with pytest.raises(ValueError, match="unknown engine"):
-        config_for("bogus", base)
+        configs.for_engine("bogus")
+    with pytest.raises(ValueError, match="unknown DocMemoConfig field.*not_a_field"):
+        EngineConfigs(overrides={"not_a_field": 1})
 
 
 def test_engine_names() -> None:

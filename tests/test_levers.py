@@ -7,7 +7,6 @@ import pytest
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.levers.fusion import fuse_rankings, unit_scores
 from llama_index_docmemo.levers.structure import reference_boosts
-from llama_index_docmemo.levers.subqueries import split_question
 from llama_index_docmemo.memory.belief import PageBeliefMemory
 from llama_index_docmemo.memory.references import (
     build_reference_graph,
@@ -46,35 +45,6 @@ def test_fusion_ties_keep_first_appearance_and_reject_negative_weights() -> None
         fuse_rankings({"a": 1.0}, [({"b": 1.0}, -1.0)])
 
 
-# ---------------------------------------------------------------- sub-queries
-
-
-def test_years_give_one_variant_each() -> None:
-    parts = split_question("What was the revenue in 2019 and 2020?")
-    assert parts == ["What was the revenue in 2019?", "What was the revenue in 2020?"]
-    assert split_question("Compare revenue in 2018, 2019 and 2020") == [
-        "Compare revenue in 2018",
-        "Compare revenue in 2019",
-        "Compare revenue in 2020",
-    ]
-
-
-def test_conjunctions_and_comparisons_split() -> None:
-    assert split_question(
-        "Which is larger, the number of female employees or the number of male managers?"
-    ) == ["the number of female employees", "the number of male managers"]
-    assert split_question("How did sales in Europe compare to sales in Asia?") == []
-    assert split_question("Total debt of Apple versus total debt of Microsoft") == [
-        "Total debt of Apple",
-        "total debt of Microsoft",
-    ]
-
-
-def test_single_part_questions_are_not_split() -> None:
-    assert split_question("What is the company's net income?") == []
-    assert split_question("Who are the founders and CEO?") == []  # parts too short
-
-
 # ---------------------------------------------------------------- configuration
 
 
@@ -82,9 +52,9 @@ def test_defaults_are_the_tuned_combination_and_paper_turns_it_off() -> None:
     defaults = DocMemoConfig()  # the combination chosen on the tuning half
     levers = defaults.levers
     assert levers.question_reference_weight > 0 and levers.reference_weight > 0
-    assert levers.subqueries and levers.statement_weight > 0 and levers.searching
+    assert levers.statement_weight > 0 and levers.searching
     paper = DocMemoConfig.paper().levers
-    assert not paper.subqueries and paper.question_reference_weight == 0
+    assert paper.question_reference_weight == 0
     assert paper.reference_weight == 0 and paper.statement_weight == 0 and not paper.searching
 
 
@@ -97,6 +67,8 @@ def test_defaults_are_the_tuned_combination_and_paper_turns_it_off() -> None:
         "pages_schedule",
         "prior_calibration",
         "prior_strength",
+        "subqueries",
+        "subquery_weight",
     ],
 )
 def test_removed_switches_are_refused_by_name(removed: str) -> None:

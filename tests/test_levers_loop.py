@@ -71,28 +71,16 @@ def test_reference_propagation_reads_the_cited_table() -> None:
     assert PageRef(DOC, 41) not in off[0] + off[1]
 
 
-def test_subqueries_search_each_year(store) -> None:
-    gold = {PageRef(DOC, 11), PageRef(DOC, 51)}
-    question = "headcount in 2019 and 2021"
-    on = run(
-        store, gold, question, subqueries=True, pages_per_round=1, candidates=2, propagation=False
-    )
-    off = run(store, gold, question, pages_per_round=1, candidates=2, propagation=False)
-    assert on[0] == off[0]
-    assert gold <= set(on[0] + on[1] + on[2])
-    assert not gold <= set(off[0] + off[1] + off[2])
-
-
 def test_levers_off_search_only_the_question_and_build_no_graphs(store) -> None:
     """Switched off, no lever searches or fetches: one store search a round, no reference
     graph (a lever that ignored its switch would add searches or schema look-ups)."""
-    question = "revenue by region and headcount in 2019 and 2021"  # sub-queries would split it
+    question = "revenue by region and headcount in 2019 and 2021"  # names a statement's metric
     gold = {PageRef(DOC, 59)}  # never found: every round runs
     run(store, gold, question)
     assert store.searches == 3 and store.schema_lookups == 0
     store.searches = 0
-    run(store, gold, question, subqueries=True, statement_weight=0.7, reference_weight=2.0)
-    assert store.searches > 3  # the sub-queries' searches, once each, from round 2 on
+    run(store, gold, question, statement_weight=0.7, reference_weight=2.0)
+    assert store.searches == 4  # the income statement's search, once, from round 2 on
 
 
 def test_pages_the_question_names_are_read_from_round_two() -> None:

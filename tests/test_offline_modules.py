@@ -87,6 +87,20 @@ def test_cell_per_line_tables_become_rows_under_their_header() -> None:
     assert table_rows(["|a|b|c|", "|---|---|---|", "|x|1|2|"])[1][0] == ("x", "1", "2")
 
 
+PYPDF_TABLE = (
+    "Table 3: Employees by region at the end of the year (headcount)\nRegion 2024 2023\n"
+    "Nordic 1,184 1,102\nAsia-Pacific 171 179\nAnnual Report 2024 - 11\n"
+)
+
+
+def test_single_spaced_rows_of_pypdf_become_rows_under_their_header() -> None:
+    rows = [u for u in page_units(REF, PYPDF_TABLE) if u.cells]
+    assert [r.cells for r in rows] == [("Nordic", "1,184", "1,102"), ("Asia-Pacific", "171", "179")]
+    assert all(r.header == ("Region", "2024", "2023") for r in rows)
+    # prose ending in one figure, or in a sentence mark before figures, stays prose
+    assert not [u for u in page_units(REF, "Engagement rose to 78\nIt was 2023. 12 14") if u.cells]
+
+
 @settings(max_examples=100, deadline=None)
 @given(text=st.text(alphabet=st.sampled_from("ab 12,.|\n\tRevenue"), max_size=300))
 def test_units_belong_to_their_page_and_quote_its_words(text: str) -> None:

@@ -69,6 +69,16 @@ def test_finds_a_figure_in_a_table_row_under_the_year_column() -> None:
     assert any(n.page.page == 4 and "36.6" in n.fact for n in fb.notes)
 
 
+def test_reads_the_row_of_the_entity_asked_in_pypdf_text() -> None:
+    """LlamaIndex's default PDF reader (pypdf) writes a table row on one single-spaced line."""
+    text = (
+        "Table 3: Employees by region at the end of the year (headcount)\nRegion 2024 2023\n"
+        "Nordic 1,184 1,102\nRest of Europe 742 655\nAsia-Pacific 171 179\n"
+    )
+    fb = ask("How many employees were in the Nordic region at the end of 2024?", [page(11, text)])
+    assert fb.status == "answered" and fb.answer == "1,184"
+
+
 def test_reads_a_markdown_table_crop() -> None:
     crop = CropView(
         PageRef(DOC, 8),

@@ -14,7 +14,7 @@ from llama_index_docmemo.trace import (
     QueryTrace,
     RoundTrace,
 )
-from llama_index_docmemo.visualize import heat_map, render_trace
+from llama_index_docmemo.visualize import heat_map, heat_map_figure, render_trace
 
 
 def trace() -> QueryTrace:
@@ -79,10 +79,26 @@ def test_html_is_self_contained_and_escaped(tmp_path: Path) -> None:
     assert text.count("<tr>") == 4 and "●✓" in text and "●✗" in text and "simulated" in text
 
 
-def test_png(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
+def test_png_draws_the_grid_without_touching_the_backend(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    matplotlib = pytest.importorskip("matplotlib")
+    from PIL import Image
+
+    backend = matplotlib.rcParams["backend"]
+    switched: list[object] = []
+    monkeypatch.setattr(matplotlib, "use", lambda *a, **k: switched.append(a))
     out = render_trace(trace(), tmp_path / "t.png")
-    assert out.read_bytes()[:4] == b"\x89PNG"
+    assert not switched and matplotlib.rcParams["backend"] == backend
+    hm = heat_map(trace())
+    fig = heat_map_figure(hm, trace())
+    drawn = fig.axes[0].images[0].get_array()
+    assert drawn.shape == (3, 2) and bool(drawn.mask[0, 1])  # no belief logged: masked, grey
+    assert drawn[2, 1] == pytest.approx(2.5 / 3.5) and drawn[0, 0] == pytest.approx(1 / 3)
+    with Image.open(out) as image:
+        assert image.format == "PNG" and image.size == tuple(
+            round(v * fig.dpi) for v in fig.get_size_inches()
+        )
 
 
 def test_unknown_suffix(tmp_path: Path) -> None:

@@ -4,8 +4,8 @@
 - ``static@K``: the first K pages of the first-round ranking, read in one round (no stop).
 - ``static-paged``: the same ranking read k new pages a round, with the same stop rule as DocMemo.
 - ``neighbours``: pages within +-2 of each page judged useful, the rest from the ranking, same stop.
-- ``llamaindex-topk`` / ``llamaindex-vector``: stock LlamaIndex pipelines over chunks
-  (:mod:`.llamaindex_pipeline`).
+- ``llamaindex-topk`` / ``llamaindex-vector`` (and ``-ocr``, over the store's OCR'd page text):
+  stock LlamaIndex pipelines over chunks (:mod:`.llamaindex_pipeline`).
 
 The first-round ranking is the store's search for the question, exactly as DocMemo's round 1 sees it
 (same encoder, candidates, prefetch and document filter), so round 1 is the same pages for every
@@ -20,48 +20,32 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.encoders.base import PageEncoder
 from llama_index_docmemo.errors import StoreError
+from llama_index_docmemo.evaluation.configs import ABLATIONS, EngineConfigs
 from llama_index_docmemo.evaluation.datasets import QAItem
 from llama_index_docmemo.evaluation.metrics import QuestionRun
 from llama_index_docmemo.evaluation.orders import next_in_ranking, next_neighbours
-from llama_index_docmemo.levers.variants import LEVER_VARIANTS
+from llama_index_docmemo.events import counting_llm_calls
 from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
 from llama_index_docmemo.store.base import PageStore
 from llama_index_docmemo.trace import QueryTrace
 from llama_index_docmemo.types import PageFilter, PageRecord, PageRef
 
-ABLATIONS: dict[str, dict[str, Any]] = {
-    "no_schema": {"use_schema": False},
-    "no_belief": {"use_belief": False},
-    "no_episodic": {"use_episodic": False},
-    "no_memory": {"use_schema": False, "use_belief": False, "use_episodic": False},
-    "no_bayes": {"bayesian_update": False},
-    "greedy": {"sampling": "greedy"},  # the default since measurement (kept for the issue's list)
-    "thompson": {"sampling": "thompson"},
-    "paper": DocMemoConfig.paper().model_dump(
-        include={
-            "lambda_schedule",
-            "sampling",
-            "propagation_weight",
-            "cross_section_weight",
-            "relevance_feedback",
-            "question_reference_weight",
-            "reference_weight",
-            "subqueries",
-            "statement_weight",
-        }
-    ),
-    "no_propagation": {"propagation": False},
-    "no_crops": {"adaptive_granularity": False},
-    "relevance_feedback": {"relevance_feedback": 16},
-    **LEVER_VARIANTS,  # issue 14's levers, one row each (llama_index_docmemo.levers.variants)
-}
+if TYPE_CHECKING:
+    from llama_index_docmemo.query_engine import DocMemoQueryEngine
+
 RANKING_ENGINES = ("static-paged", "neighbours")
-STOCK_ENGINES = ("llamaindex-topk", "llamaindex-vector")
+STOCK_ENGINES = (
+    "llamaindex-topk",
+    "llamaindex-vector",
+    "llamaindex-topk-ocr",
+    "llamaindex-vector-ocr",
+)
 ENGINE_NAMES = ("docmemo", "static@K", *RANKING_ENGINES, *STOCK_ENGINES, *ABLATIONS)
 _STATIC_AT = re.compile(r"static@([1-9][0-9]*)")
 
@@ -122,16 +106,7 @@ def useful_from_trace(trace: QueryTrace) -> list[PageRef]:
     return list(useful)
 
 
-def config_for(name: str, base: DocMemoConfig) -> DocMemoConfig:
-    """The configuration of ``docmemo`` or of an ablation, on top of ``base`` (k, T, seed)."""
-    if name == "docmemo":
-        return base
-    if name not in ABLATIONS:
-        raise ValueError(f"unknown engine {name!r}; choose from {', '.join(ENGINE_NAMES)}")
-    return base.model_copy(update=ABLATIONS[name])
-
-
-EngineFactory = Callable[[DocMemoConfig, Reasoner], Any]
+EngineFactory = Callable[[DocMemoConfig, Reasoner], "DocMemoQueryEngine"]
 
 
 class DocMemoEvalEngine(EvalEngine):
@@ -147,9 +122,9 @@ class DocMemoEvalEngine(EvalEngine):
         self.name = name
         self.config = config
         self._make_engine = make_engine
-        self._engines: dict[int, Any] = {}
+        self._engines: dict[int, tuple[Reasoner, DocMemoQueryEngine]] = {}
 
-    def _engine(self, reasoner: Reasoner) -> Any:
+    def _engine(self, reasoner: Reasoner) -> DocMemoQueryEngine:
         if id(reasoner) not in self._engines:
             self._engines[id(reasoner)] = (reasoner, self._make_engine(self.config, reasoner))
         return self._engines[id(reasoner)][1]
@@ -185,12 +160,12 @@ class FirstRoundRanking:
         self.config = config
 
     def records(self, item: QAItem, depth: int) -> list[PageRecord]:
-        """At least ``config.candidates`` and up to ``depth`` pages of the ranking."""
+        """At least ``config.selection.candidates`` and up to ``depth`` pages of the ranking."""
         hits = self.store.search(
             self.encoder.encode_query(item.question),
-            limit=max(self.config.candidates, depth),
+            limit=max(self.config.selection.candidates, depth),
             page_filter=PageFilter(doc_ids=(item.doc,)),
-            prefetch_limit=self.config.prefetch,
+            prefetch_limit=self.config.selection.prefetch,
         )
         hits = sorted(hits, key=lambda h: (-h.score, h.record.doc_id, h.record.page))
         return [h.record for h in hits]
@@ -263,27 +238,30 @@ class RankingEngine(EvalEngine):
         order = [record.ref for record in ranked]
         state = _Reading(records={record.ref: record for record in ranked})
         n_pages = self.ranking.n_pages(item.doc)
-        min_unanswerable = self.ranking.config.min_rounds_before_unanswerable
+        min_unanswerable = self.ranking.config.loop.min_rounds_before_unanswerable
         for round_ in range(1, self.rounds + 1):
             records = self._fetch(item, state, self._next(item, state, order))
             if not records:
                 state.stop_reason = "no_candidates"
                 break
             final = round_ == self.rounds
-            feedback = reasoner.reason(
-                ReasoningInput(
-                    question=item.question,
-                    query=item.question,
-                    pages=[PageView(ref=r.ref, text=r.text, section=r.section) for r in records],
-                    round=round_,
-                    final_round=final,
-                    pages_read_total=len(state.read),
-                    pages_in_scope=n_pages,
+            with counting_llm_calls() as tally:
+                feedback = reasoner.reason(
+                    ReasoningInput(
+                        question=item.question,
+                        query=item.question,
+                        pages=[
+                            PageView(ref=r.ref, text=r.text, section=r.section) for r in records
+                        ],
+                        round=round_,
+                        final_round=final,
+                        pages_read_total=len(state.read),
+                        pages_in_scope=n_pages,
+                    )
                 )
-            )
             shown = [r.ref for r in records]
             state.reads.append(shown)
-            state.llm_calls += feedback.llm_calls
+            state.llm_calls += tally.calls
             state.useful += [
                 ref for ref in feedback.useful_pages if ref in shown and ref not in state.useful
             ]
@@ -313,24 +291,26 @@ class RankingEngine(EvalEngine):
 def build_engines(
     names: list[str],
     *,
-    base: DocMemoConfig,
+    configs: EngineConfigs,
+    seed: int | None,
     make_engine: EngineFactory,
     store: PageStore,
     encoder: PageEncoder,
-    data_root: Any = None,
+    data_root: Path | None = None,
 ) -> Mapping[str, EvalEngine]:
     """The requested engines by name, in the order asked.
 
     Args:
         names: engine names (``static@K`` for any K).
-        base: DocMemo's configuration (k, T, candidates, prefetch, seed) shared by the baselines.
+        configs: k, T and overrides: DocMemo's configuration of each engine, whose candidates,
+            prefetch and stop rule the baselines share.
+        seed: the run's seed.
         make_engine: builds DocMemo engines.
         store / encoder: the shared page store and encoder (the first-round ranking).
         data_root: the dataset's ``pdfs/`` folder (the stock LlamaIndex pipelines read the PDFs).
     """
     check_engine_names(names)
-    ranking = FirstRoundRanking(store, encoder, base)
-    budget = base.pages_per_round * base.rounds
+    ranking = FirstRoundRanking(store, encoder, configs.for_engine("docmemo", seed=seed))
     engines: dict[str, EvalEngine] = {}
     for name in dict.fromkeys(names):
         k = static_k(name)
@@ -340,8 +320,8 @@ def build_engines(
             engines[name] = RankingEngine(
                 name,
                 ranking,
-                pages_per_round=base.pages_per_round,
-                rounds=base.rounds,
+                pages_per_round=configs.pages_per_round,
+                rounds=configs.rounds,
                 follow_neighbours=name == "neighbours",
             )
         elif name in STOCK_ENGINES:
@@ -349,7 +329,11 @@ def build_engines(
 
             if data_root is None:
                 raise ValueError(f"engine {name!r} needs the dataset's pdfs/ folder")
-            engines[name] = stock_engine(name, data_root, budget=budget, encoder=encoder)
+            engines[name] = stock_engine(
+                name, pdf_dir=data_root, store=store, budget=configs.budget, encoder=encoder
+            )
         else:
-            engines[name] = DocMemoEvalEngine(name, config_for(name, base), make_engine)
+            engines[name] = DocMemoEvalEngine(
+                name, configs.for_engine(name, seed=seed), make_engine
+            )
     return engines

@@ -1,18 +1,21 @@
-"""``docmemo eval``: compare DocMemo, its ablations and baselines on a dataset folder, at fixed budgets.
+"""``docmemo eval`` and ``docmemo compare``: the harness's own command-line parsers (extra ``eval``).
 
-The lead's ``docmemo`` command mounts it with :func:`add_eval_parser` and dispatches to :func:`run_eval`.
-Layout of ``--out``: ``seed-<s>/results.jsonl`` (resumable runs per seed), ``report.json``/``report.md``/
-``curves.png`` over all seeds, and with ``--reader-map`` ``reader_map/`` + ``reader_map.json``/``.png``.
+``docmemo`` hands every argument after ``eval`` / ``compare`` to :func:`main`, so no other command
+imports the harness. ``eval`` compares DocMemo, its ablations and baselines on a dataset folder at
+fixed budgets. Layout of its ``--out``: ``seed-<s>/results.jsonl`` (resumable runs per seed),
+``report.json``/``report.md``/``curves.png`` over all seeds, and with ``--reader-map``
+``reader_map/`` + ``reader_map.json``/``.png``. ``compare``: :mod:`.compare.cli`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from llama_index_docmemo.evaluation import require_eval_extra
 from llama_index_docmemo.evaluation.baselines import ENGINE_NAMES
 from llama_index_docmemo.evaluation.datasets import SPLITS
 from llama_index_docmemo.evaluation.stopping import (
@@ -21,11 +24,14 @@ from llama_index_docmemo.evaluation.stopping import (
     STOP_MODES,
 )
 
+if TYPE_CHECKING:
+    from llama_index_docmemo.reasoning.base import Reasoner
+
 DEFAULT_ENGINES = "docmemo,static-paged,neighbours,static@15,llamaindex-topk"
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``"0-4"``, ``"0,2,5"`` or ``"0-2,7"`` -> sorted distinct seeds."""
+    """``"0-4"``, ``"0,2,5"`` or ``"0-2,7"`` -> sorted distinct seeds (an argparse ``type``)."""
     seeds: set[int] = set()
     for part in (p.strip() for p in text.split(",")):
         if not part:
@@ -40,23 +46,41 @@ def parse_seeds(text: str) -> list[int]:
             else:
                 seeds.add(int(part))
         except ValueError:
-            raise SystemExit(
-                f"docmemo eval: --seeds expects numbers and ranges like 0-4 or 0,2,5, got {text!r}"
+            raise argparse.ArgumentTypeError(
+                f"expects numbers and ranges like 0-4 or 0,2,5, got {text!r}"
             ) from None
     if not seeds:
-        raise SystemExit("docmemo eval: --seeds names no seed")
+        raise argparse.ArgumentTypeError("names no seed")
     return sorted(seeds)
 
 
-def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``eval`` sub-command to an ``argparse`` sub-parsers object."""
-    p = subparsers.add_parser(
-        "eval",
-        help="compare engines on a dataset folder (qa.jsonl + pdfs/)",
+def parse_override(pair: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` -> a config override; VALUE is JSON, else taken as a plain string."""
+    key, sep, raw = pair.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expects KEY=VALUE, got {pair!r}")
+    try:
+        return key.strip(), json.loads(raw)
+    except json.JSONDecodeError:
+        return key.strip(), raw
+
+
+def _probability(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {value:g}")
+    return value
+
+
+def eval_parser() -> argparse.ArgumentParser:
+    """The parser of ``docmemo eval``."""
+    p = argparse.ArgumentParser(
+        prog="docmemo eval",
         description="All-hit and evidence recall after k, 2k, ..., T*k pages read, with 95% bootstrap "
         "intervals, for DocMemo, its ablations and baselines reading the same first-round ranking "
         "(static@K, static-paged, neighbours) or a stock LlamaIndex chunk pipeline; DocMemo vs each "
-        "engine with a paired test. Resumable: rerun the same command to continue.",
+        "engine with a paired test. Resumable: rerun the same command to continue. Needs the "
+        "'eval' extra.",
     )
     p.add_argument(
         "--data", required=True, type=Path, help="dataset folder holding qa.jsonl and pdfs/"
@@ -65,7 +89,8 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--engines",
         default=DEFAULT_ENGINES,
         help=f"comma-separated engines (default {DEFAULT_ENGINES}); choose from {', '.join(ENGINE_NAMES)}"
-        " (static@K for any page count K)",
+        " (static@K for any page count K; the -ocr stock engines read the store's page text, OCR "
+        "included)",
     )
     p.add_argument("--reasoner", choices=("simulated", "offline", "vlm"), default="offline")
     p.add_argument("--out", required=True, type=Path, help="output folder (results, report, plots)")
@@ -74,7 +99,8 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--seeds",
         "--seed",
         dest="seeds",
-        default="0",
+        type=parse_seeds,
+        default=[0],
         help="seeds of the engines and the simulated labels: 0-4, 0,2,5 (default 0); each seed is "
         "run and the report gives the mean and per-seed numbers",
     )
@@ -95,14 +121,14 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--stop-early",
-        type=float,
+        type=_probability,
         default=DEFAULT_P_EARLY,
         help=f"--stop noisy: chance per round of stopping before every gold page was recognised "
         f"(default {DEFAULT_P_EARLY})",
     )
     p.add_argument(
         "--stop-miss",
-        type=float,
+        type=_probability,
         default=DEFAULT_P_MISS,
         help=f"--stop noisy: chance per round of reading on once every gold page was recognised "
         f"(default {DEFAULT_P_MISS})",
@@ -115,6 +141,7 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--map-seeds",
+        type=parse_seeds,
         default=None,
         help="seeds of the reader map (default: the first of --seeds; 24 cells x 3 engines per seed)",
     )
@@ -126,10 +153,11 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--set",
         dest="overrides",
         action="append",
+        type=parse_override,
         default=[],
         metavar="KEY=VALUE",
         help="DocMemoConfig field for every DocMemo engine, VALUE in JSON (e.g. sampling='\"greedy\"', "
-        "prior_strength=50); repeatable",
+        "candidates=60); repeatable",
     )
     p.add_argument("--store", type=Path, default=None, help="page store folder (default OUT/store)")
     p.add_argument(
@@ -141,11 +169,10 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--judge-model", default=None, help="judge model name (default: --llm-model)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(func=run_eval)
     return p
 
 
-def _reasoner_factory(args: argparse.Namespace) -> Callable[[int], Any]:
+def _reasoner_factory(args: argparse.Namespace) -> Callable[[int], Reasoner]:
     """A factory of the reader for one seed (only the simulated reader uses the seed)."""
     if args.reasoner == "simulated":
         from llama_index_docmemo.evaluation.simulated import SimulatedReasoner
@@ -155,10 +182,6 @@ def _reasoner_factory(args: argparse.Namespace) -> Callable[[int], Any]:
         from llama_index_docmemo.reasoning.offline import OfflineReasoner
 
         return lambda seed: OfflineReasoner()
-    if not args.llm_url:
-        raise SystemExit(
-            "docmemo eval: --reasoner vlm needs --llm-url (e.g. http://localhost:8000/v1)"
-        )
     from llama_index_docmemo.llms.qwen_vl import QwenVL
     from llama_index_docmemo.reasoning.vlm import VLMReasoner
 
@@ -166,69 +189,46 @@ def _reasoner_factory(args: argparse.Namespace) -> Callable[[int], Any]:
     return lambda seed: VLMReasoner(llm)
 
 
-def parse_overrides(pairs: list[str]) -> dict[str, Any]:
-    """``KEY=VALUE`` pairs -> config overrides; VALUE is JSON, else taken as a plain string."""
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, raw = pair.partition("=")
-        if not sep or not key.strip():
-            raise SystemExit(f"docmemo eval: --set expects KEY=VALUE, got {pair!r}")
-        try:
-            out[key.strip()] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key.strip()] = raw
-    return out
-
-
-def _check_stop(args: argparse.Namespace) -> None:
+def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Combinations of options that cannot run, as parser errors."""
+    if args.reasoner == "vlm" and not args.llm_url:
+        parser.error("--reasoner vlm needs --llm-url (e.g. http://localhost:8000/v1)")
     if args.reasoner == "simulated" and args.stop == "reader":
-        raise SystemExit(
-            "docmemo eval: the simulated reader has no stop signal of its own; "
-            "use --stop never, noisy or oracle"
+        parser.error(
+            "the simulated reader has no stop signal of its own; use --stop never, noisy or oracle"
         )
     if args.reasoner != "simulated" and args.stop in ("noisy", "oracle"):
-        raise SystemExit(
-            f"docmemo eval: --stop {args.stop} simulates a stop signal from the gold pages; with a "
-            "real reader use --stop never or --stop reader (its own signal)"
+        parser.error(
+            f"--stop {args.stop} simulates a stop signal from the gold pages; with a real reader "
+            "use --stop never or --stop reader (its own signal)"
         )
-    for flag, value in (("--stop-early", args.stop_early), ("--stop-miss", args.stop_miss)):
-        if not 0.0 <= value <= 1.0:
-            raise SystemExit(f"docmemo eval: {flag} must be in [0, 1], got {value}")
+    if args.judge_url and not (args.judge_model or args.llm_model):
+        parser.error("--judge-url needs --judge-model (or --llm-model)")
 
 
 def run_eval(args: argparse.Namespace) -> int:
     """Index the dataset's PDFs (once, reusing ``--store``), run the engines per seed, write reports."""
-    from llama_index_docmemo.config import DocMemoConfig
     from llama_index_docmemo.evaluation.baselines import check_engine_names
-    from llama_index_docmemo.evaluation.datasets import load_dataset, select_split
+    from llama_index_docmemo.evaluation.configs import EngineConfigs
+    from llama_index_docmemo.evaluation.datasets import DatasetError, load_dataset, select_split
     from llama_index_docmemo.evaluation.protocol import EvalPlan, run_plan
 
     names = [n.strip() for n in args.engines.split(",") if n.strip()]
-    try:
-        check_engine_names(names)
-    except ValueError as exc:
-        raise SystemExit(f"docmemo eval: {exc}") from None
-    _check_stop(args)
-    seeds = parse_seeds(args.seeds)
-    overrides = parse_overrides(args.overrides)
-    unknown = sorted(set(overrides) - set(DocMemoConfig.model_fields))
-    if unknown:
-        raise SystemExit(
-            f"docmemo eval: --set names unknown DocMemoConfig field(s): {', '.join(unknown)}"
-        )
-    base = DocMemoConfig(**{"pages_per_round": args.k, "rounds": args.rounds, **overrides})
+    check_engine_names(names)
+    configs = EngineConfigs(args.k, args.rounds, dict(args.overrides))
+    configs.for_engine("docmemo")  # bad override values fail here, before any work
     full = load_dataset(args.data, limit=args.limit)
     dataset = select_split(full, args.split)
     if not dataset.items:
-        raise SystemExit(
-            f"docmemo eval: no question of {args.data} is in the {args.split} split "
+        raise DatasetError(
+            f"no question of {args.data} is in the {args.split} split "
             f"({len(full.items)} questions in all); try --split all"
         )
     plan = EvalPlan(
         dataset=dataset,
         engines=names,
-        base=base,
-        seeds=seeds,
+        configs=configs,
+        seeds=args.seeds,
         reasoner=args.reasoner,
         make_reasoner=_reasoner_factory(args),
         out=args.out,
@@ -240,11 +240,25 @@ def run_eval(args: argparse.Namespace) -> int:
         fn=args.fn,
         fp=args.fp,
         llm_model=args.llm_model,
-        overrides=overrides,
         reader_map=args.reader_map,
-        map_seeds=parse_seeds(args.map_seeds) if args.map_seeds else seeds[:1],
+        map_seeds=args.map_seeds or args.seeds[:1],
         progress=not args.no_progress,
         judge_url=args.judge_url,
         judge_model=args.judge_model or args.llm_model,
     )
     return run_plan(plan)
+
+
+def main(command: str, argv: Sequence[str]) -> int:
+    """Run ``docmemo eval`` or ``docmemo compare`` with the arguments that follow the command."""
+    if command == "compare":
+        from llama_index_docmemo.evaluation.compare.cli import compare_parser, run_compare
+
+        parser, run = compare_parser(), run_compare
+    else:
+        parser, run = eval_parser(), run_eval
+    args = parser.parse_args(list(argv))
+    require_eval_extra(f"docmemo {command}")
+    if command == "eval":
+        _check(parser, args)
+    return run(args)

@@ -1,134 +1,215 @@
-"""Optional LLM judge of answers (``--judge-url``): for free-form answers the format rules cannot score.
+"""Judging answers through LlamaIndex's evaluators, with exact rules where a rule decides.
 
-Talks to any OpenAI-compatible chat server; verdicts are cached in ``judge.jsonl`` so a resumed
-evaluation never asks twice.
+- **With an expected answer** (:meth:`AnswerJudge.correctness`): a short numeric expected answer
+  ("4.2", "$4.2 million", "12.5%") is decided by the number rule (some number of the answer equals
+  it within 1%, a percentage possibly written as a fraction, scale words honoured); "Not
+  answerable" by the abstention rule (the answer must say the document does not answer); anything
+  else by LlamaIndex's ``CorrectnessEvaluator`` (score 1-5, passing at 4).
+- **Without one** (:meth:`AnswerJudge.pairwise`): LlamaIndex's ``PairwiseComparisonEvaluator``
+  asked in both orders; an answer wins only when both orders prefer it, anything else is a tie, so
+  the judge's position bias cannot decide.
+
+Every verdict names who gave it (``judge``: "rule" or the judge model's name). Verdicts are kept
+in a JSONL file (:class:`VerdictCache`) so a resumed run never asks twice.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from llama_index_docmemo.errors import LLMError
 from llama_index_docmemo.evaluation.datasets import QAItem
-from llama_index_docmemo.evaluation.metrics import QuestionRun
-
-VERDICTS = "judge.jsonl"
-_SCHEMA = {
-    "type": "object",
-    "properties": {"correct": {"type": "boolean"}},
-    "required": ["correct"],
-    "additionalProperties": False,
-}
-_PROMPT = (
-    "You grade answers to questions about a document. The model answer is correct when it states "
-    "the same fact as the gold answer (wording, units and number formatting may differ; a list must "
-    "hold the same items). When the gold answer is 'Not answerable', the model answer is correct only "
-    "if it says the document does not answer the question.\n\n"
-    "Question: {question}\nGold answer: {gold}\nModel answer: {answer}\n\n"
-    'Reply with JSON only: {{"correct": true}} or {{"correct": false}}.'
+from llama_index_docmemo.evaluation.figures import number_values, values_match
+from llama_index_docmemo.evaluation.metrics import (
+    FLOAT_REL_TOL,
+    QuestionRun,
+    is_unanswerable_answer,
 )
 
+if TYPE_CHECKING:
+    from llama_index.core.evaluation import EvaluationResult
+    from llama_index.core.llms import LLM
 
-class LLMJudge:
-    """Asks a chat model whether an answer matches the gold answer.
+RULE = "rule"
+_SHORT_NUMBER = re.compile(
+    r"[-−]?\s?[$€£¥]?\s?\(?\d[\d,]*(?:\.\d+)?\)?\s?"
+    r"(?:%|percent|thousand|million|billion|trillion|bn|mn|[kmb])?\.?",
+    re.IGNORECASE,
+)
+_SCORE = re.compile(r"(?<![\d.])([1-5](?:\.\d+)?)(?![\d.])")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether an answer matches the expected answer, and who decided.
+
+    ``passing`` is None when nobody could judge (no judge model, or a reply without a score).
+    """
+
+    passing: bool | None
+    method: str  # "number rule" | "abstention rule" | "correctness" | "not judged"
+    judge: str  # "rule", or the model that judged
+    score: float | None = None
+    feedback: str = ""
+
+
+@dataclass(frozen=True)
+class PairwiseVerdict:
+    """Which of two answers the judge prefers in both orders; ``winner`` "a", "b" or "tie".
+
+    ``first`` is the judge's choice with answer a shown first, ``second`` with b shown first,
+    each "a", "b", "tie" or "invalid" (a reply without a verdict).
+    """
+
+    winner: str
+    first: str
+    second: str
+    judge: str
+
+
+def is_short_number(text: str) -> bool:
+    """A bare figure: a number with at most a currency sign, percent sign or scale word."""
+    return bool(_SHORT_NUMBER.fullmatch(text.strip())) and bool(number_values(text))
+
+
+def parse_score(reply: str) -> tuple[float | None, str]:
+    """(score 1-5, reasoning) from a correctness reply; the first line is tried first, since
+    LlamaIndex's template asks for the score alone on it (its own parser fails on one-line replies).
+    """
+    lines = reply.strip().splitlines() or [""]
+    for text in (lines[0], reply):
+        match = _SCORE.search(text)
+        if match:
+            return float(match.group(1)), "\n".join(lines[1:]).strip() or reply.strip()
+    return None, reply.strip()
+
+
+def model_name(llm: LLM) -> str:
+    """How an LLM is named in reports: its metadata's model name, else its class."""
+    name = getattr(llm.metadata, "model_name", None)
+    return str(name) if name and name != "unknown" else type(llm).__name__
+
+
+class AnswerJudge:
+    """Judges answers with LlamaIndex's evaluators on ``llm`` (None: the rules only).
 
     Args:
-        url: server URL ending in ``/v1``.
-        model: served model name.
-        api_key: the server's key ("EMPTY" for a local vLLM).
-        timeout / max_retries: per request, passed to the ``openai`` client.
+        llm: the judge model (any LlamaIndex LLM).
+        name: how the judge is named in every verdict (default: the LLM's model name).
+        threshold: the correctness score (1-5) that passes.
     """
 
     def __init__(
-        self,
-        url: str,
-        model: str,
-        *,
-        api_key: str = "EMPTY",
-        timeout: float = 60.0,
-        max_retries: int = 2,
+        self, llm: LLM | None = None, *, name: str | None = None, threshold: float = 4.0
     ) -> None:
-        from openai import OpenAI
+        self.llm = llm
+        self.name = name or (model_name(llm) if llm is not None else RULE)
+        self.threshold = threshold
 
-        self.url = url
-        self.model = model
-        self._client = OpenAI(
-            base_url=url, api_key=api_key, timeout=timeout, max_retries=max_retries
+    def correctness(self, question: str, expected: str, answer: str) -> Verdict:
+        """``answer`` against ``expected``: the rules first, then the correctness evaluator."""
+        if is_unanswerable_answer(expected):
+            return Verdict(is_unanswerable_answer(answer), "abstention rule", RULE)
+        if is_short_number(expected):
+            stated = [] if is_unanswerable_answer(answer) else number_values(answer)
+            passing = values_match(number_values(expected), stated, FLOAT_REL_TOL)
+            return Verdict(passing, "number rule", RULE)
+        if self.llm is None:
+            return Verdict(None, "not judged", RULE)
+        from llama_index.core.evaluation import CorrectnessEvaluator
+
+        evaluator = CorrectnessEvaluator(
+            llm=self.llm, score_threshold=self.threshold, parser_function=parse_score
+        )
+        result = evaluator.evaluate(query=question, response=answer, reference=expected)
+        return Verdict(
+            result.passing, "correctness", self.name, result.score, result.feedback or ""
         )
 
-    def judge(self, question: str, gold: str, answer: str) -> bool:
-        import openai
+    def pairwise(self, question: str, answer_a: str, answer_b: str) -> PairwiseVerdict:
+        """Which answer the judge prefers, asked with each shown first."""
+        if self.llm is None:
+            raise ValueError("pairwise judging needs a judge LLM")
+        from llama_index.core.evaluation import PairwiseComparisonEvaluator
 
-        try:
-            reply = self._client.chat.completions.create(
-                model=self.model,
-                temperature=0.0,
-                max_tokens=20,
-                messages=[
-                    {
-                        "role": "user",
-                        "content": _PROMPT.format(question=question, gold=gold, answer=answer),
-                    }
-                ],
-                response_format={
-                    "type": "json_schema",
-                    "json_schema": {"name": "verdict", "schema": _SCHEMA},
-                },
-            )
-        except openai.OpenAIError as exc:
-            raise LLMError(f"judge at {self.url} did not answer: {exc}") from exc
-        content = (reply.choices[0].message.content or "").strip()
-        try:
-            verdict = json.loads(content)["correct"]
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise LLMError(
-                f"judge at {self.url} replied without a verdict: {content[:200]!r}"
-            ) from exc
-        if not isinstance(verdict, bool):
-            raise LLMError(f"judge at {self.url} replied a non-boolean verdict: {content[:200]!r}")
-        return verdict
+        evaluator = PairwiseComparisonEvaluator(llm=self.llm, enforce_consensus=False)
+        first = _choice(
+            evaluator.evaluate(query=question, response=answer_a, second_response=answer_b)
+        )
+        second = _swap(
+            _choice(evaluator.evaluate(query=question, response=answer_b, second_response=answer_a))
+        )
+        winner = first if first == second and first in ("a", "b") else "tie"
+        return PairwiseVerdict(winner, first, second, self.name)
+
+
+def _choice(result: EvaluationResult) -> str:
+    """The evaluator's preference for the answer shown first ("a"), second ("b"), or neither."""
+    if result.invalid_result or result.score is None:
+        return "invalid"
+    return {1.0: "a", 0.0: "b"}.get(result.score, "tie")
+
+
+def _swap(choice: str) -> str:
+    return {"a": "b", "b": "a"}.get(choice, choice)
+
+
+class VerdictCache:
+    """Verdicts already given, one JSON object a line, keyed by the fields that decide them."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._rows: dict[str, dict[str, Any]] = {}
+        if self.path.is_file():
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                try:
+                    row = json.loads(line)
+                    self._rows[self._key(row["key"])] = row["verdict"]
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    continue  # a line cut short by an interrupted run
+
+    @staticmethod
+    def _key(key: Mapping[str, Any]) -> str:
+        return json.dumps(key, sort_keys=True)
+
+    def get(self, key: Mapping[str, Any]) -> dict[str, Any] | None:
+        return self._rows.get(self._key(key))
+
+    def put(self, key: Mapping[str, Any], verdict: Verdict | PairwiseVerdict) -> dict[str, Any]:
+        row = asdict(verdict)
+        self._rows[self._key(key)] = row
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"key": dict(key), "verdict": row}) + "\n")
+        return row
 
 
 def judge_runs(
     runs: Mapping[str, Sequence[QuestionRun]],
     items: Sequence[QAItem],
-    out_dir: str | Path,
-    judge: LLMJudge,
+    judge: AnswerJudge,
+    cache: VerdictCache,
 ) -> dict[str, float]:
-    """Judge accuracy per engine over every question answered, caching verdicts in ``judge.jsonl``."""
-    path = Path(out_dir) / VERDICTS
-    cached: dict[tuple[str, str, str], bool] = {}
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                row = json.loads(line)
-                cached[(row["engine"], row["qid"], row["answer"])] = bool(row["correct"])
-            except (json.JSONDecodeError, KeyError, TypeError):
-                continue
+    """``docmemo eval``'s judged accuracy per engine over the answers a verdict was reached for."""
     by_qid = {item.qid: item for item in items}
     accuracy: dict[str, float] = {}
-    with path.open("a", encoding="utf-8") as fh:
-        for engine, engine_runs in runs.items():
-            verdicts: list[bool] = []
-            for run in engine_runs:
-                item = by_qid.get(run.qid)
-                if item is None:
-                    continue
-                answer = run.answer or "Not answerable"
-                key = (engine, run.qid, answer)
-                if key not in cached:
-                    cached[key] = judge.judge(item.question, item.answer, answer)
-                    row = {
-                        "engine": engine,
-                        "qid": run.qid,
-                        "answer": answer,
-                        "correct": cached[key],
-                    }
-                    fh.write(json.dumps(row) + "\n")
-                    fh.flush()
-                verdicts.append(cached[key])
-            if verdicts:
-                accuracy[engine] = sum(verdicts) / len(verdicts)
+    for engine, engine_runs in runs.items():
+        verdicts: list[bool] = []
+        for run in engine_runs:
+            item = by_qid.get(run.qid)
+            if item is None:
+                continue
+            answer = run.answer or "Not answerable"
+            key = {"engine": engine, "qid": run.qid, "answer": answer, "judge": judge.name}
+            verdict = cache.get(key) or cache.put(
+                key, judge.correctness(item.question, item.answer, answer)
+            )
+            if verdict["passing"] is not None:
+                verdicts.append(bool(verdict["passing"]))
+        if verdicts:
+            accuracy[engine] = sum(verdicts) / len(verdicts)
     return accuracy

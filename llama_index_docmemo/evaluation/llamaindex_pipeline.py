@@ -1,34 +1,44 @@
 """Stock LlamaIndex pipelines as their users build them, for the ``llamaindex-*`` baselines.
 
-``PyMuPDFReader`` (one Document per page, text layer only: no OCR) -> ``SentenceSplitter`` with its
-defaults -> a chunk retriever:
+One ``Document`` per page -> ``SentenceSplitter`` with its defaults -> a chunk retriever:
 
 - ``llamaindex-topk``: ``BM25Retriever.from_defaults`` (bm25s, English stemmer and stop words);
-- ``llamaindex-vector``: a ``VectorStoreIndex`` whose embedding is this package's CPU encoder's pooled
-  vector (:class:`EncoderEmbedding`), so it is the same encoder DocMemo searches with.
+- ``llamaindex-vector``: a ``VectorStoreIndex`` whose embedding is this package's CPU encoder's
+  pooled vector (:class:`~llama_index_docmemo.encoders.EncoderEmbedding`), the encoder DocMemo
+  searches with.
 
-The pages of the retrieved chunks, in chunk order, are what the engine reads, until the page budget
-(T x k) is reached; the evaluation's reader then reads those pages once. Nothing here sees the store.
+The pages come from ``PyMuPDFReader`` (the PDF's text layer, no OCR: what a LlamaIndex user gets)
+or, for the ``-ocr`` variants, from the page store's text, which holds Tesseract's text for pages
+without a text layer; comparing the two separates the method from OCR. The pages of the retrieved
+chunks, in chunk order, are what the engine reads, until the page budget (T x k) is reached; the
+evaluation's reader then reads those pages once.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from llama_index_docmemo._extras import require
-from llama_index_docmemo.encoders.base import PageEncoder
-from llama_index_docmemo.evaluation.baselines import EngineOutput, EvalEngine
+from llama_index_docmemo.evaluation.baselines import STOCK_ENGINES, EngineOutput, EvalEngine
 from llama_index_docmemo.evaluation.datasets import QAItem
 from llama_index_docmemo.evaluation.metrics import QuestionRun
+from llama_index_docmemo.events import counting_llm_calls
 from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
-from llama_index_docmemo.types import PageRef
+from llama_index_docmemo.types import PageFilter, PageRef
 
 if TYPE_CHECKING:
-    from llama_index.core.schema import BaseNode, NodeWithScore
+    from llama_index.core.base.base_retriever import BaseRetriever
+    from llama_index.core.schema import BaseNode, Document, NodeWithScore
+
+    from llama_index_docmemo.encoders.base import PageEncoder
+    from llama_index_docmemo.store.base import PageStore
+
+PageDocuments = Callable[[str], "list[Document]"]
+"""A document id -> one LlamaIndex ``Document`` per page, its 1-based page in ``metadata["source"]``."""
 
 
 def pages_of_chunks(chunks: Sequence[tuple[int, float, int]], budget: int) -> list[int]:
@@ -47,94 +57,109 @@ def pages_of_chunks(chunks: Sequence[tuple[int, float, int]], budget: int) -> li
     return pages
 
 
-def _embedding_class() -> Any:
-    from llama_index.core.base.embeddings.base import BaseEmbedding
-    from pydantic import PrivateAttr
+def chunk_retriever(
+    nodes: list[BaseNode], *, lexical: bool, top_k: int, encoder: PageEncoder | None = None
+) -> BaseRetriever:
+    """LlamaIndex's ``BM25Retriever`` (``lexical``) or a ``VectorStoreIndex`` retriever over
+    ``nodes`` embedded with ``encoder``'s pooled vector, returning ``top_k`` chunks."""
+    if lexical:
+        bm25 = require(
+            "llama_index.retrievers.bm25", extra="eval", feature="the BM25 stock LlamaIndex engines"
+        )
+        logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets DEBUG on import
+        return bm25.BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=top_k)
+    from llama_index.core import VectorStoreIndex
 
-    class EncoderEmbedding(BaseEmbedding):
-        """A :class:`PageEncoder`'s pooled query vector as a LlamaIndex embedding model."""
+    from llama_index_docmemo.encoders.embedding import EncoderEmbedding
 
-        _encoder: Any = PrivateAttr()
+    index = VectorStoreIndex(nodes, embed_model=EncoderEmbedding(encoder))
+    return index.as_retriever(similarity_top_k=top_k)
 
-        def __init__(self, encoder: PageEncoder, **kwargs: Any) -> None:
-            super().__init__(model_name=encoder.name, **kwargs)
-            self._encoder = encoder
 
-        def _vectors(self, texts: list[str]) -> list[list[float]]:
-            return [[float(v) for v in e.pooled] for e in self._encoder.encode_queries(texts)]
+def pdf_documents(pdf_dir: Path) -> PageDocuments:
+    """Pages as ``PyMuPDFReader`` reads them (text layer only)."""
 
-        def _get_query_embedding(self, query: str) -> list[float]:
-            return self._vectors([query])[0]
+    def load(doc: str) -> list[Document]:
+        from llama_index.readers.file import PyMuPDFReader
 
-        def _get_text_embedding(self, text: str) -> list[float]:
-            return self._vectors([text])[0]
+        return PyMuPDFReader().load_data(pdf_dir / doc)
 
-        def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-            return self._vectors(texts)
+    return load
 
-        async def _aget_query_embedding(self, query: str) -> list[float]:
-            return self._get_query_embedding(query)
 
-    return EncoderEmbedding
+def store_documents(store: PageStore) -> PageDocuments:
+    """Pages as the page store holds them (OCR text for image-only pages), same metadata keys."""
+
+    def load(doc: str) -> list[Document]:
+        from llama_index.core.schema import Document
+
+        schema = store.get_schema(doc)
+        if schema is None:
+            raise ValueError(f"document {doc!r} is not in the page store")
+        refs = [PageRef(doc, page) for page in range(1, schema.n_pages + 1)]
+        return [
+            Document(
+                text=record.text,
+                metadata={
+                    "source": str(record.page),
+                    "file_path": record.source,
+                    "total_pages": schema.n_pages,
+                },
+            )
+            for record in store.get_pages(refs, PageFilter(doc_ids=(doc,)))
+        ]
+
+    return load
 
 
 class StockLlamaIndexEngine(EvalEngine):
-    """A stock LlamaIndex chunk retriever over one document's PDF, read once up to ``budget`` pages.
+    """A stock LlamaIndex chunk retriever over one document's pages, read once up to ``budget`` pages.
 
     Args:
-        name: ``llamaindex-topk`` (BM25) or ``llamaindex-vector`` (VectorStoreIndex).
-        pdf_dir: the dataset's ``pdfs/`` folder.
+        name: one of :data:`STOCK_ENGINES`.
+        documents: the document's pages as LlamaIndex ``Document`` objects.
         budget: pages to read (T x k).
-        encoder: the embedding of ``llamaindex-vector``.
+        encoder: the embedding of the vector engines.
     """
 
     def __init__(
-        self, name: str, pdf_dir: Path, *, budget: int, encoder: PageEncoder | None = None
+        self,
+        name: str,
+        documents: PageDocuments,
+        *,
+        budget: int,
+        encoder: PageEncoder | None = None,
     ) -> None:
-        if name not in ("llamaindex-topk", "llamaindex-vector"):
+        if name not in STOCK_ENGINES:
             raise ValueError(f"not a stock LlamaIndex engine: {name!r}")
-        if name == "llamaindex-vector" and encoder is None:
-            raise ValueError("llamaindex-vector needs an encoder")
         self.name = name
-        self.pdf_dir = Path(pdf_dir)
+        self.documents = documents
         self.budget = budget
         self.encoder = encoder
-        self._docs: dict[str, tuple[list[BaseNode], dict[int, str], Any]] = {}
+        self.lexical = name.startswith("llamaindex-topk")
+        self._docs: dict[str, tuple[dict[int, str], BaseRetriever | None]] = {}
 
-    def _load(self, doc: str) -> tuple[list[BaseNode], dict[int, str], Any]:
+    def _load(self, doc: str) -> tuple[dict[int, str], BaseRetriever | None]:
         if doc in self._docs:
             return self._docs[doc]
         from llama_index.core.node_parser import SentenceSplitter
-        from llama_index.readers.file import PyMuPDFReader
 
-        documents = PyMuPDFReader().load_data(self.pdf_dir / doc)
+        documents = self.documents(doc)
         page_text = {int(d.metadata["source"]): d.get_content() for d in documents}
         nodes = SentenceSplitter().get_nodes_from_documents(documents)
         for position, node in enumerate(nodes):
             node.metadata["chunk"] = position
-        retriever: Any = None
-        if nodes:
-            if self.name == "llamaindex-topk":
-                bm25 = require(
-                    "llama_index.retrievers.bm25",
-                    extra="eval",
-                    feature="the llamaindex-topk engine",
-                )
-                logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets DEBUG on import
-                retriever = bm25.BM25Retriever.from_defaults(
-                    nodes=nodes, similarity_top_k=len(nodes)
-                )
-            else:
-                from llama_index.core import VectorStoreIndex
-
-                index = VectorStoreIndex(nodes, embed_model=_embedding_class()(self.encoder))
-                retriever = index.as_retriever(similarity_top_k=len(nodes))
-        self._docs[doc] = (nodes, page_text, retriever)
+        retriever = (
+            chunk_retriever(nodes, lexical=self.lexical, top_k=len(nodes), encoder=self.encoder)
+            if nodes
+            else None
+        )
+        self._docs[doc] = (page_text, retriever)
         return self._docs[doc]
 
     def ranked_pages(self, item: QAItem) -> list[int]:
         """The pages this pipeline reads for ``item``, in order."""
-        nodes, _, retriever = self._load(item.doc)
+        _, retriever = self._load(item.doc)
         if retriever is None:
             return []
         found: list[NodeWithScore] = retriever.retrieve(item.question)
@@ -147,20 +172,21 @@ class StockLlamaIndexEngine(EvalEngine):
     def run(self, item: QAItem, reasoner: Reasoner) -> EngineOutput:
         start = time.perf_counter()
         pages = self.ranked_pages(item)
-        _, page_text, _ = self._load(item.doc)
+        page_text, _ = self._load(item.doc)
         if not pages:
             return EngineOutput(QuestionRun(self.name, item.qid, reads=[[]], status="no_text"))
         refs = [PageRef(item.doc, page) for page in pages]
-        feedback = reasoner.reason(
-            ReasoningInput(
-                question=item.question,
-                query=item.question,
-                pages=[PageView(ref=ref, text=page_text.get(ref.page, "")) for ref in refs],
-                round=1,
-                final_round=True,
-                pages_in_scope=len(page_text),
+        with counting_llm_calls() as tally:
+            feedback = reasoner.reason(
+                ReasoningInput(
+                    question=item.question,
+                    query=item.question,
+                    pages=[PageView(ref=ref, text=page_text.get(ref.page, "")) for ref in refs],
+                    round=1,
+                    final_round=True,
+                    pages_in_scope=len(page_text),
+                )
             )
-        )
         return EngineOutput(
             QuestionRun(
                 engine=self.name,
@@ -170,14 +196,15 @@ class StockLlamaIndexEngine(EvalEngine):
                 answer=feedback.answer,
                 status=feedback.status,
                 stop_reason="static",
-                llm_calls=feedback.llm_calls,
+                llm_calls=tally.calls,
                 seconds=time.perf_counter() - start,
             )
         )
 
 
 def stock_engine(
-    name: str, pdf_dir: Path, *, budget: int, encoder: PageEncoder | None
+    name: str, *, pdf_dir: Path, store: PageStore, budget: int, encoder: PageEncoder
 ) -> StockLlamaIndexEngine:
-    """The stock pipeline ``name`` over ``pdf_dir``."""
-    return StockLlamaIndexEngine(name, pdf_dir, budget=budget, encoder=encoder)
+    """The stock pipeline ``name``: over the PDFs' text layer, or over the store's text (``-ocr``)."""
+    documents = store_documents(store) if name.endswith("-ocr") else pdf_documents(pdf_dir)
+    return StockLlamaIndexEngine(name, documents, budget=budget, encoder=encoder)

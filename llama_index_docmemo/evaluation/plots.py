@@ -1,29 +1,47 @@
-"""PNG plots: fixed-budget curves with intervals, and the reader-quality heat-map."""
+"""PNG plots: fixed-budget curves with intervals, and the reader-quality heat-map.
+
+Drawn on ``matplotlib.figure.Figure`` objects rendered by the Agg canvas: nothing here touches
+pyplot or the process's matplotlib backend, so a host application's plotting is left alone.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llama_index_docmemo._extras import require
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
-def _pyplot() -> Any:
-    matplotlib = require("matplotlib", extra="plots", feature="evaluation plots")
-    matplotlib.use("Agg")
-    return require("matplotlib.pyplot", extra="plots", feature="evaluation plots")
+DPI = 110
+
+
+def _figure(width: float, height: float) -> Figure:
+    figure = require("matplotlib.figure", extra="eval", feature="evaluation plots")
+    return figure.Figure(figsize=(width, height), dpi=DPI)
+
+
+def save_png(fig: Figure, path: str | Path) -> Path:
+    """Render ``fig`` with the Agg canvas into a PNG at ``path``."""
+    backend = require("matplotlib.backends.backend_agg", extra="eval", feature="evaluation plots")
+    out = Path(path)
+    backend.FigureCanvasAgg(fig).print_png(str(out))
+    return out
 
 
 def _suffix(report: Mapping[str, Any]) -> str:
     return " (simulated reasoner)" if report["reasoner"] == "simulated" else ""
 
 
-def plot_curves(report: Mapping[str, Any], path: str | Path) -> Path:
-    """All-hit and evidence recall against pages read, one line per engine, 95% intervals as bars."""
-    plt = _pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.6))
-    colours = plt.get_cmap("tab20").colors
+def curves_figure(report: Mapping[str, Any]) -> Figure:
+    """All-hit (left) and evidence recall (right) against pages read, one line per engine, 95%
+    intervals as error bars; engines are shifted slightly along x so their bars do not overlap."""
+    colormaps = require("matplotlib", extra="eval", feature="evaluation plots").colormaps
+    fig = _figure(13, 4.6)
+    axes = fig.subplots(1, 2)
+    colours = colormaps["tab20"].colors
     for i, (name, entry) in enumerate(report["engines"].items()):
         points = [c for c in entry["curve"] if c["all_hit"] is not None]
         if not points:
@@ -53,18 +71,16 @@ def plot_curves(report: Mapping[str, Any], path: str | Path) -> Path:
         f"{report['dataset']} ({report.get('split', 'all')} split, {stop}){_suffix(report)}"
     )
     fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return fig
 
 
-def plot_reader_map(cells: Sequence[Mapping[str, Any]], path: str | Path, *, title: str) -> Path:
-    """Two heat-maps (gain over static-paged, over neighbours) on the fn x fp grid, in points."""
-    plt = _pyplot()
+def reader_map_figure(cells: Sequence[Mapping[str, Any]], *, title: str) -> Figure:
+    """Two heat-maps (gain over static-paged, over neighbours), in points: rows are the reader's
+    false-negative rates (fn, rising upwards), columns its false-positive rates (fp)."""
     fns = sorted({c["fn"] for c in cells})
     fps = sorted({c["fp"] for c in cells})
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.4))
+    fig = _figure(11, 4.4)
+    axes = fig.subplots(1, 2)
     for ax, key, name in zip(
         axes,
         ("gain_vs_static_paged", "gain_vs_neighbours"),
@@ -88,10 +104,17 @@ def plot_reader_map(cells: Sequence[Mapping[str, Any]], path: str | Path, *, tit
         fig.colorbar(image, ax=ax)
     fig.suptitle(title)
     fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return fig
+
+
+def plot_curves(report: Mapping[str, Any], path: str | Path) -> Path:
+    """The fixed-budget curves as a PNG at ``path``."""
+    return save_png(curves_figure(report), path)
+
+
+def plot_reader_map(cells: Sequence[Mapping[str, Any]], path: str | Path, *, title: str) -> Path:
+    """The reader-quality map as a PNG at ``path``."""
+    return save_png(reader_map_figure(cells, title=title), path)
 
 
 def write_plots(report: Mapping[str, Any], out_dir: str | Path) -> list[Path]:

@@ -9,15 +9,19 @@ same questions.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from llama_index_docmemo.config import DocMemoConfig
+from llama_index_docmemo.evaluation.configs import EngineConfigs
 from llama_index_docmemo.evaluation.datasets import EvalDataset
 from llama_index_docmemo.evaluation.metrics import QuestionRun
 from llama_index_docmemo.evaluation.stopping import StopRule
+
+if TYPE_CHECKING:
+    from llama_index_docmemo.evaluation.baselines import EvalEngine
+    from llama_index_docmemo.reasoning.base import Reasoner
 
 
 @dataclass
@@ -26,10 +30,10 @@ class EvalPlan:
 
     dataset: EvalDataset
     engines: list[str]
-    base: DocMemoConfig
+    configs: EngineConfigs
     seeds: list[int]
     reasoner: str
-    make_reasoner: Callable[[int], Any]
+    make_reasoner: Callable[[int], Reasoner]
     out: Path
     store_path: Path
     split: str = "report"
@@ -39,7 +43,6 @@ class EvalPlan:
     fn: float = 0.2
     fp: float = 0.05
     llm_model: str | None = None
-    overrides: dict[str, Any] = field(default_factory=dict)
     reader_map: bool = False
     map_seeds: list[int] = field(default_factory=lambda: [0])
     progress: bool = True
@@ -59,8 +62,8 @@ class EvalPlan:
             "dataset": str(self.dataset.root.resolve()),
             "split": self.split,
             "reasoner": self.reasoner,
-            "k": self.base.pages_per_round,
-            "rounds": self.base.rounds,
+            "k": self.configs.pages_per_round,
+            "rounds": self.configs.rounds,
             "fn": self.fn if self.simulated else None,
             "fp": self.fp if self.simulated else None,
             "stop": {"mode": self.stop_mode}
@@ -70,7 +73,7 @@ class EvalPlan:
                 else {}
             ),
             "llm_model": self.llm_model,
-            "config": self.overrides,
+            "config": dict(self.configs.overrides),
         }
         if seed is not None:
             settings["seed"] = seed
@@ -81,8 +84,8 @@ def run_seeds(
     plan: EvalPlan,
     engine_names: list[str],
     out: Path,
-    make_engines: Callable[[DocMemoConfig], Any],
-    make_reasoner: Callable[[int], Any],
+    make_engines: Callable[[int], Mapping[str, EvalEngine]],
+    make_reasoner: Callable[[int], Reasoner],
     settings: Callable[[int], dict[str, Any]],
     errors: list[str],
     *,
@@ -96,7 +99,7 @@ def run_seeds(
         folder = out / f"seed-{seed}"
         folder.mkdir(parents=True, exist_ok=True)
         check_settings(folder, settings(seed))
-        engines = make_engines(plan.base.model_copy(update={"seed": seed}))
+        engines = make_engines(seed)
         runs[seed] = run_evaluation(
             plan.dataset,
             {name: engines[name] for name in engine_names},
@@ -114,6 +117,7 @@ def run_plan(plan: EvalPlan) -> int:
     """Index, run every seed, write the report, plots and (asked) the reader map; 1 if a run failed."""
     from llama_index_docmemo.evaluation.baselines import DocMemoEvalEngine, build_engines
     from llama_index_docmemo.evaluation.caching import MemoEncoder, MemoStore
+    from llama_index_docmemo.evaluation.plots import write_plots
     from llama_index_docmemo.evaluation.report import write_report
     from llama_index_docmemo.evaluation.runner import check_settings
     from llama_index_docmemo.evaluation.setup import engine_factory, ensure_indexed, open_eval_store
@@ -130,12 +134,13 @@ def run_plan(plan: EvalPlan) -> int:
         memo_store, memo_encoder = MemoStore(store), MemoEncoder(encoder)
         make = engine_factory(memo_store, memo_encoder, crops=plan.reasoner == "vlm")
 
-        shared: dict[str, Any] = {}  # engines that do not depend on the seed, built once
+        shared: dict[str, EvalEngine] = {}  # engines that do not depend on the seed, built once
 
-        def make_engines(config: DocMemoConfig) -> dict[str, Any]:
+        def make_engines(seed: int) -> dict[str, EvalEngine]:
             built = build_engines(
                 [name for name in plan.engines if name not in shared],
-                base=config,
+                configs=plan.configs,
+                seed=seed,
                 make_engine=make,
                 store=memo_store,
                 encoder=memo_encoder,
@@ -155,8 +160,9 @@ def run_plan(plan: EvalPlan) -> int:
             runs=runs,
             settings=plan.settings(),
             judge_accuracy=_judge(plan, runs),
+            judge=plan.judge_model,
         )
-        _plots(report, out)
+        write_plots(report, out)
         if plan.reader_map:
             from llama_index_docmemo.evaluation.reader_map import run_reader_map
 
@@ -180,17 +186,12 @@ def _rate(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
-def _plots(report: dict[str, Any], out: Path) -> None:
-    try:
-        from llama_index_docmemo.evaluation.plots import write_plots
-
-        write_plots(report, out)
-    except ImportError as exc:
-        print(f"docmemo eval: plots skipped ({exc})", file=sys.stderr)
-
-
 def _judge(plan: EvalPlan, runs: dict[int, dict[str, list[QuestionRun]]]) -> Any:
-    """LLM-judge accuracy of the first seed's answers (real readers only), or None."""
+    """Judged accuracy of the first seed's answers (real readers only), or None.
+
+    The judge is LlamaIndex's ``CorrectnessEvaluator`` on the ``--judge-url`` model, after the
+    exact rules of :mod:`.judge`; verdicts are cached in ``OUT/judge.jsonl``.
+    """
     if not plan.judge_url:
         return None
     if plan.simulated:
@@ -199,11 +200,11 @@ def _judge(plan: EvalPlan, runs: dict[int, dict[str, list[QuestionRun]]]) -> Any
             file=sys.stderr,
         )
         return None
-    if not plan.judge_model:
-        raise SystemExit("docmemo eval: --judge-url needs --judge-model (or --llm-model)")
-    from llama_index_docmemo.evaluation.judge import LLMJudge, judge_runs
+    from llama_index_docmemo.evaluation.judge import AnswerJudge, VerdictCache, judge_runs
+    from llama_index_docmemo.llms.openai_compatible import OpenAICompatible
 
+    llm = OpenAICompatible(model=plan.judge_model, api_base=plan.judge_url, multimodal=False)
     first = runs[min(runs)]
     return judge_runs(
-        first, plan.dataset.items, plan.out, LLMJudge(plan.judge_url, plan.judge_model)
+        first, plan.dataset.items, AnswerJudge(llm), VerdictCache(plan.out / "judge.jsonl")
     )

@@ -19,7 +19,7 @@ from llama_index_docmemo.evaluation.datasets import QAItem
 
 if TYPE_CHECKING:
     from llama_index_docmemo.encoders.base import PageEncoder
-    from llama_index_docmemo.evaluation.baselines import EngineFactory
+    from llama_index_docmemo.evaluation.baselines import EngineFactory, EvalEngine
     from llama_index_docmemo.evaluation.protocol import EvalPlan
     from llama_index_docmemo.store.base import PageStore
 
@@ -87,13 +87,18 @@ def run_reader_map(
         stop_mode="never" if plan.stop_mode == "reader" else plan.stop_mode,
     )
     items = {item.qid: item for item in plan.dataset.items}
-    n_pages = plan.base.pages_per_round * plan.base.rounds
+    n_pages = plan.configs.budget
     root = plan.out / MAP_DIR
     cells: list[dict[str, Any]] = []
 
-    def make_engines(config: Any) -> Any:
+    def make_engines(seed: int) -> Mapping[str, EvalEngine]:
         return build_engines(
-            list(MAP_ENGINES), base=config, make_engine=make_engine, store=store, encoder=encoder
+            list(MAP_ENGINES),
+            configs=plan.configs,
+            seed=seed,
+            make_engine=make_engine,
+            store=store,
+            encoder=encoder,
         )
 
     for fn in fn_grid:
@@ -138,9 +143,6 @@ def write_reader_map(plan: EvalPlan, cells: list[dict[str, Any]], n_pages: int) 
     )
     md = [f"# Reader-quality map — {title}", "", *summary_lines(cells), ""]
     (out / "reader_map.md").write_text("\n".join(md), encoding="utf-8")
-    try:
-        from llama_index_docmemo.evaluation.plots import plot_reader_map
+    from llama_index_docmemo.evaluation.plots import plot_reader_map
 
-        plot_reader_map(cells, out / "reader_map.png", title=title)
-    except ImportError as exc:
-        print(f"docmemo eval: reader map plot skipped ({exc})")
+    plot_reader_map(cells, out / "reader_map.png", title=title)

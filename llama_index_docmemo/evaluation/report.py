@@ -231,10 +231,12 @@ def write_report(
     runs: SeedRuns,
     settings: Mapping[str, Any],
     judge_accuracy: Mapping[str, float] | None = None,
+    judge: str | None = None,
 ) -> dict[str, Any]:
     """Write ``report.json`` and ``report.md`` into ``out_dir``; returns the report.
 
-    ``judge_accuracy`` (from an LLM judge) goes to ``judge.json`` and a section of ``report.md``.
+    ``judge_accuracy`` (judged by the model ``judge``) goes to ``judge.json`` and a section of
+    ``report.md``.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -245,9 +247,13 @@ def write_report(
     markdown = render_markdown(report, settings=settings)
     if judge_accuracy is not None:
         (out / "judge.json").write_text(
-            json.dumps(judge_accuracy, indent=2) + "\n", encoding="utf-8"
+            json.dumps({"judge": judge, "accuracy": judge_accuracy}, indent=2) + "\n",
+            encoding="utf-8",
         )
-        markdown += "\n## LLM judge accuracy\n\n| engine | judge accuracy |\n|---|---|\n"
+        markdown += (
+            f"\n## Judged accuracy (judge: {judge}; LlamaIndex CorrectnessEvaluator, numeric and "
+            "'Not answerable' answers by exact rules)\n\n| engine | judged accuracy |\n|---|---|\n"
+        )
         markdown += "".join(f"| {n} | {_pct(v)} |\n" for n, v in judge_accuracy.items())
     (out / "report.md").write_text(markdown, encoding="utf-8")
     return report

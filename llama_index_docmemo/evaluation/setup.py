@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.encoders.base import PageEncoder
@@ -11,6 +11,11 @@ from llama_index_docmemo.evaluation.baselines import EngineFactory
 from llama_index_docmemo.evaluation.datasets import EvalDataset
 from llama_index_docmemo.reasoning.base import Reasoner
 from llama_index_docmemo.store.base import PageStore
+
+if TYPE_CHECKING:
+    from llama_index_docmemo.indexing import IndexReport
+    from llama_index_docmemo.postprocessors import CropPostprocessor
+    from llama_index_docmemo.query_engine import DocMemoQueryEngine
 
 
 def open_eval_store(
@@ -26,7 +31,7 @@ def open_eval_store(
 
 def ensure_indexed(
     store: PageStore, encoder: PageEncoder, dataset: EvalDataset, *, progress: bool = True
-) -> Any:
+) -> IndexReport:
     """Index the dataset's PDFs into the store; documents already stored at this version are skipped.
 
     Returns the indexer's ``IndexReport`` (failed files are listed there, not raised: their
@@ -47,13 +52,13 @@ def engine_factory(store: PageStore, encoder: PageEncoder, *, crops: bool) -> En
     simulated reasoners do not look at crop images, so rendering them would only cost time.
     Evidence page images are never rendered during an evaluation.
     """
-    crop_postprocessor: Any = None
+    crop_postprocessor: CropPostprocessor | None = None
     if crops:
         from llama_index_docmemo.postprocessors import CropPostprocessor
 
         crop_postprocessor = CropPostprocessor()
 
-    def make(config: DocMemoConfig, reasoner: Reasoner) -> Any:
+    def make(config: DocMemoConfig, reasoner: Reasoner) -> DocMemoQueryEngine:
         from llama_index_docmemo.query_engine import DocMemoQueryEngine
 
         return DocMemoQueryEngine.from_defaults(

@@ -1,19 +1,21 @@
-"""Bootstrap intervals over questions and the paired comparison of two engines (pure numpy, seeded).
+"""Intervals of the harness: scipy's bootstrap over questions, its paired form, and Wilson intervals.
 
 The unit of resampling is the question: every figure of a report is a mean over questions, so its
 uncertainty comes from which questions happened to be asked. With several seeds, a question's value
 is its mean over seeds before resampling (seeds average the label noise; they are not new questions).
+A paired comparison resamples the same questions for both engines, which is the bootstrap of the
+per-question differences (``scipy.stats.bootstrap`` with ``paired=True`` resamples exactly so).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats
 
-N_BOOT = 2000
+N_BOOT = 9999
 LEVEL = 0.95
 BOOT_SEED = 20260
 
@@ -21,9 +23,10 @@ BOOT_SEED = 20260
 def bootstrap_ci(
     values: Sequence[float], *, n_boot: int = N_BOOT, level: float = LEVEL, seed: int = BOOT_SEED
 ) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean of ``values`` (resampled with replacement).
+    """Percentile bootstrap interval of the mean of ``values`` (``scipy.stats.bootstrap``, seeded).
 
-    Returns ``(nan, nan)`` for no values; a constant sample gives a zero-width interval.
+    Returns ``(nan, nan)`` for no values; one value or a constant sample gives a zero-width
+    interval (scipy needs two observations, and a sample without spread has nothing to resample).
     """
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1), got {level}")
@@ -32,12 +35,18 @@ def bootstrap_ci(
     data = np.asarray(values, dtype=float)
     if data.size == 0:
         return (float("nan"), float("nan"))
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, data.size, size=(n_boot, data.size))
-    means = data[idx].mean(axis=1)
-    tail = (1.0 - level) / 2.0
-    lo, hi = np.quantile(means, [tail, 1.0 - tail])
-    return (float(lo), float(hi))
+    if np.all(data == data[0]):
+        return (float(data[0]), float(data[0]))
+    result = stats.bootstrap(
+        (data,),
+        np.mean,
+        n_resamples=n_boot,
+        confidence_level=level,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    interval = result.confidence_interval
+    return (float(interval.low), float(interval.high))
 
 
 @dataclass(frozen=True)
@@ -92,14 +101,12 @@ def discordant_counts(a: Sequence[bool], b: Sequence[bool]) -> tuple[int, int]:
     return a_only, b_only
 
 
-def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score interval of a proportion k/n (95% by default); (0, 1) when n is 0.
+def wilson_interval(k: int, n: int, *, level: float = LEVEL) -> tuple[float, float]:
+    """Wilson score interval of a proportion k/n (``scipy.stats.binomtest``); (0, 1) when n is 0.
 
     For the rates of a reader's labels and verdicts, where n can be small and k can be 0 or n
     (the normal approximation then collapses to a point)."""
     if n == 0:
         return 0.0, 1.0
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    interval = stats.binomtest(k, n).proportion_ci(confidence_level=level, method="wilson")
+    return float(interval.low), float(interval.high)

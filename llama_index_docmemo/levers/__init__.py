@@ -2,7 +2,6 @@
 
 - :mod:`.question_refs`: pages the question names ("page 25", "the cover", "Figure 9").
 - :mod:`.structure`: propagation along the document's reference graph.
-- :mod:`.subqueries`: split a multi-part question into parts searched on their own.
 - :mod:`.financial`: the primary statements a financial metric is computed from.
 - :mod:`.fusion`: fuse the question's ranking with the levers' rankings in later rounds.
 - :mod:`.rounds`: the one hook the loop calls (the store and encoder I/O, as steps).

@@ -18,7 +18,6 @@ from llama_index_docmemo.levers.financial import statement_queries
 from llama_index_docmemo.levers.fusion import fuse_rankings
 from llama_index_docmemo.levers.question_refs import labelled_pages, mentions_labels, named_pages
 from llama_index_docmemo.levers.structure import reference_boosts
-from llama_index_docmemo.levers.subqueries import split_question
 from llama_index_docmemo.lru import BoundedMap
 from llama_index_docmemo.memory.references import ReferenceGraph, build_reference_graph
 from llama_index_docmemo.steps import Steps, either, offload, parallel
@@ -87,17 +86,13 @@ class RoundLevers:
         that read the first-round ranking read exactly what DocMemo's round 1 saw.
 
         ``cache`` (one per query) keeps the searches that depend on the question only
-        (sub-queries, statements), so rounds 3.. do not repeat them; the async driver runs
+        (the statements), so rounds 3.. do not repeat them; the async driver runs
         the new ones concurrently."""
         base = yield from self.search(embedding, scope)
         levers = self.levers
         if round_ < 2 or not levers.searching:
             return base
-        weights: dict[str, float] = {}
-        if levers.subqueries:
-            weights.update({part: levers.subquery_weight for part in split_question(question)})
-        if levers.statement_weight > 0:
-            weights.update({q: levers.statement_weight for q in statement_queries(question)})
+        weights = {q: levers.statement_weight for q in statement_queries(question)}
         if not weights:
             return base
         new = [text for text in weights if text not in cache]

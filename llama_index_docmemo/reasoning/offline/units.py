@@ -54,15 +54,31 @@ def row_cells(line: str) -> tuple[str, ...] | None:
     return parts if len(parts) >= 2 else None
 
 
+def spaced_row(line: str) -> tuple[str, ...] | None:
+    """A label then two or more figures, single-spaced ("Nordic 1,184 1,102"): how pypdf, the
+    text layer of LlamaIndex's default PDF reader, writes a table row. None otherwise."""
+    words = line.split()
+    n = len(words)
+    while n > 0 and NUMERIC_CELL.match(words[n - 1]):
+        n -= 1
+    label = " ".join(words[:n])
+    if len(words) - n < 2 or not label or len(label) > _LABEL_CHARS:
+        return None
+    if not any(ch.isalpha() for ch in label) or label[-1] in ".,;:!?":
+        return None
+    return (label, *words[n:])
+
+
 def table_rows(lines: list[str]) -> list[tuple[tuple[str, ...], int, int]]:
     """Table rows with their line span: markdown/spaced rows, or a label line then numeric cells.
 
-    The second shape is how PyMuPDF's plain text writes a table: each cell on its own line.
+    The second shape is how PyMuPDF's plain text writes a table: each cell on its own line; a
+    single-spaced label-and-figures line (:func:`spaced_row`) is pypdf's.
     """
     rows: list[tuple[tuple[str, ...], int, int]] = []
     i = 0
     while i < len(lines):
-        cells = row_cells(lines[i])
+        cells = row_cells(lines[i]) or spaced_row(lines[i])
         if cells:
             rows.append((cells, i, i + 1))
             i += 1

@@ -1,0 +1,180 @@
+"""``report.html`` in a real browser: headless Chromium (Debian's ``chromium``) opens it offline,
+and both engines' answers and the page thumbnails render side by side.
+
+Chromium is driven over the DevTools protocol on a pipe (``--remote-debugging-pipe``: JSON messages
+ended by NUL on file descriptors 3 and 4), so nothing beyond the browser is needed. Every request
+the page makes is recorded: all must be files beside the report. ``DOCMEMO_SCREENSHOT=PATH`` keeps
+the full-page screenshot for a person to look at.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_vllm_server import FakeVLLM
+from test_eval_compare import MODEL, llm, make_pdf, scripted
+
+from llama_index_docmemo.evaluation.compare import Question, compare
+
+pytestmark = pytest.mark.slow
+
+BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
+PAGE_STATE = """JSON.stringify({
+  cards: [...document.querySelectorAll('section.question')].map(s => ({
+    id: s.id,
+    answers: [...s.querySelectorAll('article.answer')].map(a => {
+      const box = a.getBoundingClientRect();
+      return {engine: a.dataset.engine, text: a.querySelector('.text')?.innerText ?? '',
+              left: box.left, top: box.top, width: box.width};
+    }),
+  })),
+  images: [...document.images].map(i => ({src: i.getAttribute('src'), complete: i.complete,
+                                          width: i.naturalWidth, shown: i.getBoundingClientRect().width})),
+  heatmaps: document.querySelectorAll('table.heatmap').length,
+})"""
+
+
+class DevTools:
+    """A headless Chromium and its DevTools pipe: send commands, collect events."""
+
+    def __init__(self, profile: Path) -> None:
+        assert BROWSER is not None
+        to_browser, self._write = os.pipe()
+        self._read, from_browser = os.pipe()
+
+        def pipes() -> None:  # the browser reads commands on fd 3 and writes replies on fd 4
+            commands = fcntl.fcntl(to_browser, fcntl.F_DUPFD, 10)  # out of the way of 3 and 4
+            replies = fcntl.fcntl(from_browser, fcntl.F_DUPFD, 10)
+            os.dup2(commands, 3)
+            os.dup2(replies, 4)
+
+        self.process = subprocess.Popen(
+            [
+                BROWSER,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--remote-debugging-pipe",
+                f"--user-data-dir={profile}",
+                "--window-size=1400,1000",
+                "--host-resolver-rules=MAP * ~NOTFOUND",
+            ],
+            preexec_fn=pipes,
+            close_fds=False,  # subprocess would close fds 3 and 4 after preexec_fn
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        os.close(to_browser)
+        os.close(from_browser)
+        self._buffer = b""
+        self._next = 0
+        self.events: list[dict[str, Any]] = []
+
+    def _message(self, deadline: float) -> dict[str, Any]:
+        while b"\0" not in self._buffer:
+            if time.monotonic() > deadline:
+                raise TimeoutError("Chromium did not answer in time")
+            chunk = os.read(self._read, 1 << 16)
+            if not chunk:
+                raise RuntimeError("Chromium closed its DevTools pipe")
+            self._buffer += chunk
+        raw, _, self._buffer = self._buffer.partition(b"\0")
+        return json.loads(raw)
+
+    def send(self, method: str, session: str | None = None, **params: Any) -> dict[str, Any]:
+        self._next += 1
+        message: dict[str, Any] = {"id": self._next, "method": method, "params": params}
+        if session:
+            message["sessionId"] = session
+        os.write(self._write, json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + 60
+        while True:
+            reply = self._message(deadline)
+            if reply.get("id") == self._next:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply.get("result", {})
+            self.events.append(reply)
+
+    def wait_for(self, method: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(e.get("method") == method for e in self.events):
+            self.events.append(self._message(deadline))
+
+    def close(self) -> None:
+        with contextlib.suppress(RuntimeError, OSError, TimeoutError):  # already gone
+            self.send("Browser.close")
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=15)
+        os.close(self._read)
+        os.close(self._write)
+
+
+@pytest.mark.skipif(BROWSER is None, reason="no chromium (Debian: apt-get install chromium)")
+def test_report_renders_both_answers_and_thumbnails_offline(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    make_pdf(docs / "alpha.pdf", "alpha.pdf", 10)
+    make_pdf(docs / "surveys" / "beta.pdf", "beta.pdf", 8)
+    questions = [
+        Question("rev", "What was the revenue of Alpha in 2023?", "41.5 million"),
+        Question("survey", "How many adults did the Beta survey interview by cellphone?"),
+    ]
+    out = tmp_path / "out"
+    with FakeVLLM([], default=scripted, model=MODEL, require_schema=False) as server:
+        compare(docs, questions, out, llm=llm(server), pages=6, progress=False)
+    browser = DevTools(tmp_path / "profile")
+    try:
+        target = browser.send("Target.createTarget", url="about:blank")["targetId"]
+        session = browser.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+        browser.send("Network.enable", session)
+        browser.send("Page.enable", session)
+        browser.send("Page.navigate", session, url=(out / "report.html").as_uri())
+        browser.wait_for("Page.loadEventFired")
+        state = json.loads(
+            browser.send("Runtime.evaluate", session, expression=PAGE_STATE, returnByValue=True)[
+                "result"
+            ]["value"]
+        )
+        shot = browser.send(
+            "Page.captureScreenshot", session, format="png", captureBeyondViewport=True
+        )
+    finally:
+        browser.close()
+    requested = [
+        e["params"]["request"]["url"]
+        for e in browser.events
+        if e.get("method") == "Network.requestWillBeSent"
+    ]
+    assert requested and all(url.startswith(out.as_uri()) for url in requested), requested
+    assert [c["id"] for c in state["cards"]] == ["q-rev", "q-survey"]
+    for card in state["cards"]:
+        docmemo, stock = card["answers"]
+        assert (docmemo["engine"], stock["engine"]) == ("docmemo", "stock")
+        assert docmemo["text"].strip() and stock["text"].strip()
+        assert (
+            docmemo["top"] == stock["top"] and docmemo["left"] + docmemo["width"] <= stock["left"]
+        )
+    assert "41.5 million" in state["cards"][0]["answers"][0]["text"]
+    assert state["images"] and all(
+        i["complete"] and i["width"] > 100 and i["shown"] > 100 for i in state["images"]
+    ), state["images"]
+    assert state["heatmaps"] == 2
+    png = base64.b64decode(shot["data"])
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    keep = os.environ.get("DOCMEMO_SCREENSHOT")
+    if keep:
+        Path(keep).write_bytes(png)

@@ -1,0 +1,47 @@
+"""The ``docmemo`` command: index, list and delete documents (:mod:`.documents`), search pages,
+ask questions and run the demo (:mod:`.questions`), eval and compare (:mod:`.harness`, extra
+``eval``); the options they share are in :mod:`.options`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from llama_index_docmemo.cli.options import add_llm_args, llm_from_args
+from llama_index_docmemo.errors import DocMemoError
+
+__all__ = ["add_llm_args", "build_parser", "llm_from_args", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from llama_index_docmemo.cli import documents, harness, questions
+
+    parser = argparse.ArgumentParser(
+        prog="docmemo",
+        description="DocMemo: question answering over long PDFs with memory-guided retrieval.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
+    sub = parser.add_subparsers(dest="command", required=True)
+    documents.register(sub)
+    questions.register(sub)
+    harness.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args.func(args) or 0)
+    except (DocMemoError, ValueError) as exc:  # bad input or settings: a message, not a traceback
+        if args.verbose:
+            raise
+        print(f"docmemo: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,162 @@
+"""The options several commands share, and the objects they describe (store, encoder, LLM,
+loop settings, caller scope). Heavy modules are imported only when a command builds them."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from llama_index_docmemo.errors import DocMemoError
+
+DEFAULT_STORE = Path(os.environ.get("DOCMEMO_STORE", "./docmemo_store"))
+
+
+def add_store_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("page store")
+    group.add_argument(
+        "--store",
+        type=Path,
+        default=None,
+        help=f"folder of the embedded store (Qdrant Edge); default $DOCMEMO_STORE or {DEFAULT_STORE}",
+    )
+    group.add_argument(
+        "--url", default=os.environ.get("DOCMEMO_QDRANT_URL"), help="Qdrant server URL"
+    )
+    group.add_argument("--api-key", default=os.environ.get("DOCMEMO_QDRANT_API_KEY"))
+    group.add_argument("--collection", default="docmemo_pages")
+    group.add_argument("--encoder", default=None, help="encoder name (default: the CPU default)")
+
+
+def add_llm_args(parser: argparse.ArgumentParser) -> None:
+    """The LLM reader's options (``ask``, ``index``, ``demo``, ``compare``)."""
+    group = parser.add_argument_group("LLM reader on an OpenAI-compatible server (optional)")
+    group.add_argument(
+        "--llm-url",
+        default=os.environ.get("DOCMEMO_LLM_URL"),
+        help="OpenAI-compatible base URL (vLLM, llama.cpp, Ollama, OpenAI; e.g. http://127.0.0.1:8000/v1)",
+    )
+    group.add_argument("--llm-model", default=os.environ.get("DOCMEMO_LLM_MODEL"))
+    group.add_argument("--llm-api-key", default=os.environ.get("DOCMEMO_LLM_API_KEY"))
+    group.add_argument(
+        "--llm-images",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="show the LLM page images: auto (default: the server decides; a server that "
+        "refuses images is sent text from then on), on, off (a text model; "
+        "$DOCMEMO_LLM_IMAGES=0)",
+    )
+    group.add_argument(
+        "--llm-structured-mode",
+        choices=[
+            "auto",
+            "json_schema",
+            "structured_outputs",
+            "guided_json",
+            "json_object",
+            "prompt",
+        ],
+        default=None,
+        help="how to ask for JSON (default auto: json_schema, then llama.cpp's json_object, then the prompt)",
+    )
+    group.add_argument(
+        "--llm-context-window", type=int, default=None, help="the model's context, in tokens"
+    )
+    group.add_argument("--llm-max-tokens", type=int, default=None, help="reply tokens")
+
+
+def add_loop_args(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("DocMemo loop")
+    group.add_argument("--rounds", type=int, default=None, help="maximum rounds T")
+    group.add_argument("-k", "--pages-per-round", type=int, default=None)
+    group.add_argument("--static", action="store_true", help="one round of plain top-k")
+    group.add_argument("--sampling", choices=["thompson", "greedy"], default=None)
+    group.add_argument("--seed", type=int, default=None)
+
+
+def add_scope_args(parser: argparse.ArgumentParser, *, docs: bool = True) -> None:
+    """Who is asking (tenant, access groups) and, with ``docs``, which documents."""
+    if docs:
+        parser.add_argument(
+            "--doc",
+            action="append",
+            help="restrict to this document (its id: the path relative to the folder indexed, "
+            "e.g. 2023/10k.pdf); repeatable",
+        )
+    parser.add_argument(
+        "--tenant", default=None, help="caller's tenant (none: documents indexed without one)"
+    )
+    parser.add_argument(
+        "--acl-group",
+        action="append",
+        help="caller's access group; repeatable (none: documents without an ACL only)",
+    )
+
+
+def encoder(args: argparse.Namespace) -> Any:
+    from llama_index_docmemo.encoders import default_encoder, load_encoder
+
+    return load_encoder(args.encoder) if args.encoder else default_encoder()
+
+
+def store(args: argparse.Namespace, page_encoder: Any, *, create: bool = False) -> Any:
+    """The page store the arguments name; only ``index`` may create an embedded one."""
+    from llama_index_docmemo.store import open_store
+
+    if args.url:
+        return open_store(
+            url=args.url, api_key=args.api_key, collection=args.collection, encoder=page_encoder
+        )
+    path = args.store or DEFAULT_STORE
+    if not create and not Path(path).exists():
+        raise DocMemoError(
+            f"no page store at {path}: index documents first (docmemo index PDF... --store {path})"
+        )
+    return open_store(path=path, encoder=page_encoder)
+
+
+def images(args: argparse.Namespace) -> Any:
+    """``--llm-images`` as the ``images`` setting of the reader, reranker and summariser."""
+    return {"auto": "auto", "on": True, "off": False}[args.llm_images]
+
+
+def llm_from_args(args: argparse.Namespace) -> Any:
+    """The LLM :func:`add_llm_args` options describe (None without ``--llm-url``)."""
+    if not args.llm_url:
+        return None
+    from llama_index_docmemo.llms import QwenVL
+
+    return QwenVL(
+        api_base=args.llm_url,
+        model=args.llm_model,
+        api_key=args.llm_api_key,
+        multimodal={"auto": None, "on": True, "off": False}[args.llm_images],
+        structured_mode=args.llm_structured_mode,
+        context_window=args.llm_context_window,
+        max_tokens=args.llm_max_tokens,
+    )
+
+
+def config(args: argparse.Namespace) -> Any:
+    from llama_index_docmemo.config import DocMemoConfig
+
+    overrides = {
+        "rounds": args.rounds,
+        "pages_per_round": args.pages_per_round,
+        "sampling": args.sampling,
+        "seed": args.seed,
+    }
+    return DocMemoConfig(
+        static=args.static, **{k: v for k, v in overrides.items() if v is not None}
+    )
+
+
+def page_filter(args: argparse.Namespace) -> Any:
+    from llama_index_docmemo.types import PageFilter
+
+    return PageFilter(
+        doc_ids=tuple(args.doc) if getattr(args, "doc", None) else None,
+        tenant=args.tenant,
+        acl_groups=tuple(args.acl_group) if args.acl_group else None,
+    )

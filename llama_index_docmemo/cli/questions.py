@@ -1,0 +1,136 @@
+"""``docmemo search``, ``ask`` and ``demo``: pages and answers for a question."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from llama_index_docmemo.cli import options
+from llama_index_docmemo.errors import DocMemoError
+
+
+def register(sub: Any) -> None:
+    """Add the three commands to the ``docmemo`` sub-parsers."""
+    p = sub.add_parser("search", help="top pages for a query (one round, no reasoning)")
+    p.add_argument("query")
+    options.add_store_args(p)
+    options.add_scope_args(p)
+    p.add_argument("-k", type=int, default=5)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_search)
+
+    p = sub.add_parser("ask", help="answer a question with the DocMemo loop")
+    p.add_argument("question")
+    options.add_store_args(p)
+    options.add_scope_args(p)
+    options.add_llm_args(p)
+    options.add_loop_args(p)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--trace", type=Path, help="write the belief heat-map (.png or .html)")
+    p.set_defaults(func=cmd_ask)
+
+    p = sub.add_parser("demo", help="index a generated report and answer questions about it")
+    p.add_argument("--cache-dir", type=Path, default=None)
+    options.add_llm_args(p)
+    p.set_defaults(func=cmd_demo)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    encoder = options.encoder(args)
+    with options.store(args, encoder) as store:
+        hits = store.search(
+            encoder.encode_query(args.query), limit=args.k, page_filter=options.page_filter(args)
+        )
+    rows = [
+        {"doc": h.record.doc_id, "page": h.record.page, "score": round(h.score, 6)} for h in hits
+    ]
+    if args.json:
+        print(json.dumps(rows))
+    else:
+        for row, hit in zip(rows, hits, strict=True):
+            snippet = " ".join(hit.record.text.split())[:100]
+            print(f"{row['score']:.4f}  {row['doc']} p.{row['page']}  {snippet}")
+    return 0
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    from llama_index_docmemo.query_engine import DocMemoQueryEngine
+    from llama_index_docmemo.types import PageFilter
+
+    encoder = options.encoder(args)
+    with options.store(args, encoder) as store:
+        scope = options.page_filter(args)
+        if store.count_pages(scope) == 0:
+            # only documents this caller may see are named (never another tenant's)
+            visible = store.list_documents(
+                PageFilter(tenant=scope.tenant, acl_groups=scope.acl_groups)
+            )
+            raise DocMemoError(
+                f"no pages visible in {args.url or args.store or options.DEFAULT_STORE} for this "
+                f"scope (--doc {args.doc}, --tenant {args.tenant}, --acl-group {args.acl_group}); "
+                f"documents you may read there: {', '.join(d.doc_id for d in visible) or 'none'}"
+            )
+        engine = DocMemoQueryEngine.from_defaults(
+            store=store,
+            encoder=encoder,
+            llm=options.llm_from_args(args),
+            config=options.config(args),
+            page_filter=scope,
+            images=options.images(args),
+        )
+        result = engine.run(args.question)
+    trace = result.trace
+    if args.trace:
+        from llama_index_docmemo.visualize import render_trace
+
+        render_trace(trace, args.trace)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "answer": result.answer,
+                    "evidence": [e.model_dump() for e in trace.evidence],
+                    "rounds": len(trace.rounds),
+                    "stop_reason": trace.stop_reason,
+                    "pages_read": [p.model_dump() for p in trace.pages_read],
+                    "reader": trace.reader,
+                    "images": trace.images,
+                }
+            )
+        )
+        return 0
+    label = {"answered": "Answer", "unanswerable": "Answer"}.get(result.status, "Best guess")
+    print(f"{label}: {result.answer}")
+    if trace.reader == "offline":
+        print(
+            "Reader: offline, no LLM configured (it labels pages from their text and rarely "
+            "answers exactly): pass --llm-url URL --llm-model NAME, or set DOCMEMO_LLM_URL"
+        )
+    print(
+        f"Status: {result.status} (stop: {trace.stop_reason}, rounds: {len(trace.rounds)}, "
+        f"reader: {trace.reader}{', page images' if trace.images else ''}, "
+        f"{trace.seconds:.2f}s)"
+    )
+    print(
+        "Evidence: "
+        + (", ".join(f"{e.doc} p.{e.page} ({e.score:.2f})" for e in trace.evidence) or "none")
+    )
+    for rnd in trace.rounds:
+        pages = ", ".join(f"p.{s.page}" for s in rnd.selected)
+        verdict = rnd.feedback.status if rnd.feedback else "no feedback"
+        useful = ", ".join(f"p.{u.page}" for u in rnd.feedback.useful) if rnd.feedback else ""
+        print(
+            f"  round {rnd.round}: query={rnd.query!r} read [{pages}] -> {verdict}; useful [{useful}]"
+        )
+    if args.trace:
+        print(f"Trace written to {args.trace}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from llama_index_docmemo.demo.run import run_demo
+
+    results = run_demo(cache_dir=args.cache_dir, llm=options.llm_from_args(args))
+    return 0 if results else 1
