@@ -128,3 +128,15 @@ def test_totals_are_paired_over_shared_questions_and_name_the_judge() -> None:
         0,
     )
     assert versus["pairwise"]["judged_by"] == ["judge-model"]
+
+
+def test_verdict_words_say_why_an_answer_was_not_judged() -> None:
+    from llama_index_docmemo.evaluation.compare.markdown import verdict_text
+
+    failed = record("a", "docmemo", True, [], 0).model_copy(update={"error": "ContextWindowError"})
+    assert verdict_text(failed) == "not judged: the engine gave no answer"
+    no_score = record("a", "stock", None, [], 1).model_copy(
+        update={"correctness": {"passing": None, "method": "correctness", "judge": "m"}}
+    )
+    assert verdict_text(no_score) == "not judged (correctness: m gave no verdict)"
+    assert verdict_text(record("a", "stock", False, [], 1)) == "wrong (correctness, judge-model)"

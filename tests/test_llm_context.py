@@ -66,6 +66,32 @@ def test_images_and_messages_count_in_the_estimate() -> None:
     assert estimate_tokens([msg], budget) == 50 + 700 + budget.tokens_per_message
 
 
+def test_images_that_cannot_fit_are_left_out_last_first_and_text_is_kept() -> None:
+    """A 4k window cannot hold two 2,048-token images: the last goes, then the first, and each
+    page's text is still sent (the query reads it as text instead of failing)."""
+    from llama_index.core.base.llms.types import ImageBlock
+
+    page = "<document>\n" + "page words " * 200 + "\n</document>"
+    msg = ChatMessage(
+        role="user",
+        blocks=[
+            TextBlock(text="Question: q"),
+            ImageBlock(image=b"p1"),
+            TextBlock(text=page),
+            ImageBlock(image=b"p2"),
+            TextBlock(text=page),
+        ],
+    )
+    one = ContextBudget(window=4096, reply_tokens=256, tokens_per_image=2048)
+    out = fit_messages([msg], one)
+    assert [b for b in out[0].blocks if isinstance(b, ImageBlock)] == [msg.blocks[1]]  # p1
+    assert estimate_tokens(out, one) <= one.prompt_tokens
+    none = ContextBudget(window=2048, reply_tokens=256, tokens_per_image=2048)
+    out = fit_messages([msg], none)
+    assert not [b for b in out[0].blocks if isinstance(b, ImageBlock)]
+    assert sum(t.count("page words") for t in (b.text for b in out[0].blocks)) > 0
+
+
 def test_the_reader_prompt_fences_every_page_text() -> None:
     pages = [PageView(ref=PageRef("d.pdf", n), text=f"text of page {n} " * 300) for n in (1, 2, 3)]
     inp = ReasoningInput(question="q?", query="q", pages=pages)

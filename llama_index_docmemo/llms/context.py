@@ -4,8 +4,10 @@ Prompts put every piece of document material (page text, crop text, outline, ear
 candidate descriptions) inside ``<document>`` fences (see ``reasoning/prompts.py``). When the
 estimated prompt does not fit ``window - reply tokens``, :func:`fit_messages` cuts the fenced
 bodies to one common length (the longest are cut first, short ones stay whole), so each page
-keeps an equal share; the instructions around them are never cut. If the instructions alone do
-not fit, :class:`ContextWindowError` says so before anything is sent.
+keeps an equal share; the instructions around them are never cut. When even that cannot make
+room, the last images go (each page's text stays, so the page is still read, as text): a small
+window is not a reason to fail the query. If the instructions alone do not fit,
+:class:`ContextWindowError` says so before anything is sent.
 
 Tokens are estimated from characters (``chars_per_token``, conservative by default); a server's
 own "maximum context length" error gives the real count (:func:`parse_overflow`), from which the
@@ -121,28 +123,44 @@ def common_cap(lengths: Sequence[int], allowed: int) -> int | None:
 def fit_messages(
     messages: Sequence[ChatMessage], budget: ContextBudget, *, where: str = "the model"
 ) -> list[ChatMessage]:
-    """``messages`` whose estimated size fits ``budget``: fenced material cut to a common length.
+    """``messages`` whose estimated size fits ``budget``: fenced material cut to a common length,
+    and, when that is not enough, the last images left out until it is.
 
-    Raises :class:`ContextWindowError` (naming ``where``) when the text outside the fences,
-    the images and the reply do not fit on their own.
+    Raises :class:`ContextWindowError` (naming ``where``) when the text outside the fences and
+    the reply do not fit on their own.
     """
+    current = list(messages)
+    while True:
+        fitted = _cut_to_fit(current, budget)
+        if fitted is not None:
+            return fitted
+        if not any(isinstance(b, ImageBlock) for m in current for b in m.blocks):
+            break
+        current = _without_last_image(current)
+    needed = estimate_tokens(messages, budget)
+    raise ContextWindowError(
+        f"the prompt needs about {estimate_tokens(current, budget)} tokens before any document "
+        f"text is cut (without images), more than the {budget.prompt_tokens} that {where} leaves "
+        f"for a prompt (context window {budget.window}, {budget.reply_tokens} kept for the "
+        f"reply): raise the context window, lower max_tokens or show fewer pages",
+        window=budget.window,
+        prompt_tokens=needed,
+    )
+
+
+def _cut_to_fit(messages: list[ChatMessage], budget: ContextBudget) -> list[ChatMessage] | None:
+    """``messages`` with their fenced bodies cut to one common length so that they fit; None
+    when cutting every body to nothing is not enough."""
     needed = estimate_tokens(messages, budget)
     allowed_tokens = budget.prompt_tokens
     if needed <= allowed_tokens:
-        return list(messages)
+        return messages
     bodies = [m.group(2) for msg in messages for t in _texts(msg) for m in FENCE.finditer(t)]
     excess_chars = math.ceil((needed - allowed_tokens) * budget.chars_per_token)
     fenced = sum(len(b) for b in bodies)
     cap = common_cap([len(b) for b in bodies], fenced - excess_chars) if bodies else None
     if cap is None:
-        raise ContextWindowError(
-            f"the prompt needs about {needed} tokens before any document text is cut, more than "
-            f"the {allowed_tokens} that {where} leaves for a prompt (context window "
-            f"{budget.window}, {budget.reply_tokens} kept for the reply): raise the context "
-            f"window, lower max_tokens or show fewer pages/images",
-            window=budget.window,
-            prompt_tokens=needed,
-        )
+        return None
     out: list[ChatMessage] = []
     for message in messages:
         blocks = [
@@ -155,6 +173,21 @@ def fit_messages(
         ]
         out.append(message.model_copy(update={"blocks": blocks}))
     return out
+
+
+def _without_last_image(messages: list[ChatMessage]) -> list[ChatMessage]:
+    """``messages`` less their last image block."""
+    for index in range(len(messages) - 1, -1, -1):
+        blocks = messages[index].blocks
+        last = max((i for i, b in enumerate(blocks) if isinstance(b, ImageBlock)), default=None)
+        if last is not None:
+            kept = [b for i, b in enumerate(blocks) if i != last]
+            return [
+                *messages[:index],
+                messages[index].model_copy(update={"blocks": kept}),
+                *messages[index + 1 :],
+            ]
+    return messages
 
 
 _OPENAI_STYLE = re.compile(r"maximum context length is (\d+) tokens", re.IGNORECASE)

@@ -136,7 +136,20 @@ def context_budget(llm: LLM) -> ContextBudget | None:
 def _fit(
     budget: ContextBudget | None, messages: list[ChatMessage], where: str
 ) -> list[ChatMessage]:
-    return messages if budget is None else fit_messages(messages, budget, where=where)
+    if budget is None:
+        return messages
+    fitted = fit_messages(messages, budget, where=where)
+    dropped = images_in(messages) - images_in(fitted)
+    if dropped:
+        logger.info(
+            "%s: %d of %d images left out to fit the context window (%d tokens); their pages are "
+            "sent as text",
+            where,
+            dropped,
+            images_in(messages),
+            budget.window,
+        )
+    return fitted
 
 
 def _learn(llm: LLM, sent: list[ChatMessage], prompt_tokens: int, window: int) -> None:

@@ -33,12 +33,19 @@ def signed(est: Mapping[str, Any], scale: float = 100.0, digits: int = 0) -> str
 
 def verdict_text(record: AnswerRecord) -> str:
     """A record's verdicts in words, each with who judged."""
+    if record.error is not None:
+        return "not judged: the engine gave no answer"
     parts = []
     if record.correctness is not None:
         verdict = record.correctness
-        passing = {True: "correct", False: "wrong", None: "not judged"}[verdict.get("passing")]
-        score = f" {verdict['score']:g}/5" if verdict.get("score") is not None else ""
-        parts.append(f"{passing}{score} ({verdict['method']}, {verdict['judge']})")
+        if verdict.get("passing") is None and verdict["method"] == "not judged":
+            parts.append("not judged (no judge model for this answer)")
+        elif verdict.get("passing") is None:
+            parts.append(f"not judged ({verdict['method']}: {verdict['judge']} gave no verdict)")
+        else:
+            passing = "correct" if verdict["passing"] else "wrong"
+            score = f" {verdict['score']:g}/5" if verdict.get("score") is not None else ""
+            parts.append(f"{passing}{score} ({verdict['method']}, {verdict['judge']})")
     for other, verdict in record.pairwise.items():
         if verdict.get("result") is None:
             parts.append(f"vs {other}: judge failed")
