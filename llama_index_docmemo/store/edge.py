@@ -253,8 +253,8 @@ class EdgePageStore(QdrantLayoutStore):
             default_layout=default_layout,
         )
         self.path = Path(path)
-        self._shard: qe.EdgeShard | None = self._open()
         self._flushed_at = time.monotonic()
+        self._shard: qe.EdgeShard | None = self._open()
 
     @property
     def location(self) -> str:
