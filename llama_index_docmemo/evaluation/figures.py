@@ -11,7 +11,8 @@ An answer's figure is *found* on a page when the page's text holds the same valu
 - a **date** (``March 3, 2023``, ``3 March 2023``, ``2023-03-03``, ``March 2023``): the same year,
   month and (when given) day in any of those forms.
 
-Years alone are numbers. Page citations ("(p. 3)", "pp. 4-5", "page 12") are not figures: they
+Years alone are numbers. A number joined to a word by a hyphen ("GPT-4", "COVID-19") is part of a
+name, not a figure. Page citations ("(p. 3)", "pp. 4-5", "page 12") are not figures: they
 say where, not what. The rules are deliberately literal: a figure the engine computed (a sum,
 a ratio) is usually not on any page, and is reported as not found.
 """
@@ -65,7 +66,7 @@ _SCALES = {
     "trillion": 1e12,
 }
 _NUMBER = re.compile(
-    r"(?<![\w.,])(?P<sign>[-−–]\s?)?(?:[$€£¥]\s?)?\(?"
+    r"(?<![\w.,])(?<![A-Za-z]-)(?P<sign>[-−–]\s?)?(?:[$€£¥]\s?)?\(?"
     r"(?P<digits>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?!\d|st\b|nd\b|rd\b|th\b)\)?"
     r"(?:\s?(?P<percent>%|percent\b|per cent\b))?"
     r"(?:\s?(?P<scale>thousand|million|billion|trillion|bn|mn|[kmb])\b)?",
