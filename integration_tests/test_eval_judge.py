@@ -48,6 +48,10 @@ def test_rules_decide_numbers_and_abstentions_without_asking() -> None:
         assert (number.passing, number.method, number.judge) == (True, "number rule", "rule")
         assert judge.correctness("Revenue?", "4.2 million", "It was 4.5 million.").passing is False
         assert judge.correctness("Margin?", "12.5%", "about 0.125").passing is True
+        # a name's number is not a figure: "GPT-4" does not answer "4"
+        gpt4 = "With GPT-4, on how many datasets does it win?"
+        assert judge.correctness(gpt4, "4", "GPT-4 wins on 2 of them.").passing is False
+        assert judge.correctness(gpt4, "4", "On 4 datasets.").passing is True
         abstained = judge.correctness("Colour?", "Not answerable", "It is not stated anywhere.")
         assert (abstained.passing, abstained.method) == (True, "abstention rule")
         assert judge.correctness("Colour?", "Not answerable", "Blue.").passing is False

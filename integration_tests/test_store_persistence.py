@@ -154,3 +154,35 @@ def test_unreachable_server_fails_fast_naming_the_url() -> None:
     with pytest.raises(StoreError, match=rf"{url}.*failed"):
         open_store(url=url, encoder=FakeEncoder(), timeout=1, retries=2)
     assert time.perf_counter() - started < 10
+
+
+def test_edge_flushes_while_writing_so_its_log_stays_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Qdrant Edge truncates its write-ahead log only on a flush: a store that never flushed
+    until close grew its log by about 470 KB a ColQwen page (17 GB after 40,000 pages)."""
+    from llama_index_docmemo.store import edge
+
+    def wal_bytes(path: Path) -> int:
+        return sum(f.stat().st_size for f in (path / "wal").rglob("*") if f.is_file())
+
+    rng = np.random.default_rng(0)
+    sizes = {}
+    for interval in (1e9, 0.0):  # never, and after every document
+        monkeypatch.setattr(edge, "FLUSH_INTERVAL_S", interval)
+        path = tmp_path / f"flush-{interval:g}"
+        store = EdgePageStore(path, encoder_name="colqwen-shaped", dim=128, sparse=False)
+        try:
+            for d in range(40):  # 400 pages of 768 x 128 float32: 157 MB of vectors
+                doc_id, n = f"d{d}.pdf", 10
+                vectors = [rng.normal(size=(768, 128)).astype(np.float32) for _ in range(n)]
+                store.upsert_document(
+                    DocumentSchema(doc_id=doc_id, doc_version="v", n_pages=n),
+                    [PageRecord(doc_id, "v", p + 1, n, "", "") for p in range(n)],
+                    [PageEmbedding(v, v.mean(axis=0)) for v in vectors],
+                )
+            sizes[interval] = wal_bytes(path)
+        finally:
+            store.close()
+    assert sizes[1e9] > 2 * sizes[0.0]  # unflushed, the log holds every write
+    assert sizes[0.0] <= 128 * 2**20  # flushed, a few preallocated segments

@@ -33,6 +33,13 @@ def test_figures_of_an_answer_in_order_dates_whole() -> None:
     ]
 
 
+def test_page_citations_are_not_figures() -> None:
+    """DocMemo's answers cite pages as "(p. 3)": where, not what."""
+    answer = "Revenue was 4,212 (p. 3); headcount 1,184 (pp. 11-12, page 14)."
+    assert texts(answer) == [("4,212", "number"), ("1,184", "number")]
+    assert texts("GPT-4 wins on 2 of the COVID-19 sets, down -3") == [("2", "number"), ("-3", "number")]
+
+
 @pytest.mark.parametrize(
     ("answer", "page", "stated"),
     [

@@ -11,7 +11,9 @@ An answer's figure is *found* on a page when the page's text holds the same valu
 - a **date** (``March 3, 2023``, ``3 March 2023``, ``2023-03-03``, ``March 2023``): the same year,
   month and (when given) day in any of those forms.
 
-Years alone are numbers. The rules are deliberately literal: a figure the engine computed (a sum,
+Years alone are numbers. A number joined to a word by a hyphen ("GPT-4", "COVID-19") is part of a
+name, not a figure. Page citations ("(p. 3)", "pp. 4-5", "page 12") are not figures: they
+say where, not what. The rules are deliberately literal: a figure the engine computed (a sum,
 a ratio) is usually not on any page, and is reported as not found.
 """
 
@@ -64,12 +66,15 @@ _SCALES = {
     "trillion": 1e12,
 }
 _NUMBER = re.compile(
-    r"(?<![\w.,])(?P<sign>[-−–]\s?)?(?:[$€£¥]\s?)?\(?"
+    r"(?<![\w.,])(?<![A-Za-z]-)(?P<sign>[-−–]\s?)?(?:[$€£¥]\s?)?\(?"
     r"(?P<digits>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?!\d|st\b|nd\b|rd\b|th\b)\)?"
     r"(?:\s?(?P<percent>%|percent\b|per cent\b))?"
     r"(?:\s?(?P<scale>thousand|million|billion|trillion|bn|mn|[kmb])\b)?",
     re.IGNORECASE,
 )
+
+
+_PAGE_CITATION = re.compile(r"\b(?:pp?\.|pages?)\s?\d+(?:\s?[-–,]\s?\d+)*", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -132,7 +137,7 @@ def _number_figure(match: re.Match[str]) -> Figure:
 def find_figures(text: str) -> list[Figure]:
     """Every number, percentage and date in ``text``, in order (a date's numbers are not repeated)."""
     dates = _dates(text)
-    spans = [m.span() for m, _ in dates]
+    spans = [m.span() for m, _ in dates] + [m.span() for m in _PAGE_CITATION.finditer(text)]
     figures: list[tuple[int, Figure]] = [
         (m.start(), Figure(m.group(0), "date", date=date)) for m, date in dates
     ]
