@@ -74,6 +74,9 @@ LAYOUTS: dict[str, MultivectorLayout] = {
     "mean-bq": MultivectorLayout(
         first_stage="mean", storage="float16", quantization="binary", oversampling=2.0
     ),
+    "mean-bq-disk": MultivectorLayout(
+        first_stage="mean", storage="float16", quantization="binary", oversampling=2.0, on_disk=True
+    ),
     "rows_cols-disk": MultivectorLayout(first_stage="rows_cols", storage="float16", on_disk=True),
     "rows_cols-pool3": MultivectorLayout(
         first_stage="rows_cols", storage="float16", token_pool_factor=3
