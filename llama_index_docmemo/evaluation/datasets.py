@@ -137,6 +137,25 @@ def parse_item(row: dict[str, Any], where: str) -> QAItem:
     )
 
 
+def jsonl_objects(
+    path: Path, error: type[Exception], expected: str
+) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """(line, "path:line", object) for every non-blank line of a JSON-lines file; a line that is
+    not JSON, or not an object, raises ``error`` naming the file and line."""
+    text = path.read_text(encoding="utf-8-sig")
+    for line, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        where = f"{path}:{line}"
+        try:
+            row = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise error(f"{where}: not valid JSON ({exc.msg})") from exc
+        if not isinstance(row, dict):
+            raise error(f"{where}: expected {expected}")
+        yield line, where, row
+
+
 def load_dataset(
     root: str | Path, *, limit: int | None = None, check_pdfs: bool = True
 ) -> EvalDataset:
@@ -153,24 +172,14 @@ def load_dataset(
         raise DatasetError(f"{qa}: not found (a dataset folder holds qa.jsonl and pdfs/)")
     items: list[QAItem] = []
     seen: set[str] = set()
-    with qa.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            where = f"{qa}:{lineno}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{where}: not valid JSON ({exc.msg})") from exc
-            if not isinstance(row, dict):
-                raise DatasetError(f"{where}: expected a JSON object")
-            item = parse_item(row, where)
-            if item.qid in seen:
-                raise DatasetError(f"{where}: duplicate qid {item.qid!r}")
-            seen.add(item.qid)
-            items.append(item)
-            if limit is not None and len(items) >= limit:
-                break
+    for _, where, row in jsonl_objects(qa, DatasetError, "a JSON object"):
+        item = parse_item(row, where)
+        if item.qid in seen:
+            raise DatasetError(f"{where}: duplicate qid {item.qid!r}")
+        seen.add(item.qid)
+        items.append(item)
+        if limit is not None and len(items) >= limit:
+            break
     dataset = EvalDataset(name=root.name, root=root, items=items)
     if check_pdfs:
         absent = [doc for doc in dataset.docs if not dataset.pdf_path(doc).is_file()]

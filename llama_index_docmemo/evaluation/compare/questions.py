@@ -12,12 +12,12 @@ Errors name the file, the line and the field.
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from llama_index_docmemo.errors import DocMemoError
+from llama_index_docmemo.evaluation.datasets import jsonl_objects
 
 QUESTION_KEYS = ("question",)
 EXPECTED_KEYS = ("expected", "expected_answer", "answer")
@@ -61,21 +61,10 @@ def _question(row: dict[str, Any], line: int, where: str) -> Question:
 def _rows(path: Path) -> list[tuple[int, str, dict[str, Any]]]:
     """(line, where, row) for every question of the file."""
     suffix = path.suffix.lower()
-    text = path.read_text(encoding="utf-8-sig")
     if suffix == ".jsonl":
-        rows = []
-        for line, raw in enumerate(text.splitlines(), start=1):
-            if not raw.strip():
-                continue
-            where = f"{path}:{line}"
-            try:
-                row = json.loads(raw)
-            except json.JSONDecodeError as exc:
-                raise QuestionsError(f"{where}: not valid JSON ({exc.msg})") from exc
-            if not isinstance(row, dict):
-                raise QuestionsError(f"{where}: expected a JSON object with a 'question' field")
-            rows.append((line, where, row))
-        return rows
+        expected = "a JSON object with a 'question' field"
+        return list(jsonl_objects(path, QuestionsError, expected))
+    text = path.read_text(encoding="utf-8-sig")
     if suffix == ".csv":
         reader = csv.DictReader(text.splitlines())
         columns = [c.strip().lower() for c in reader.fieldnames or []]
