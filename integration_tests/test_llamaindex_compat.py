@@ -50,7 +50,7 @@ from llama_index.core.vector_stores.types import (
     MetadataFilters,
 )
 
-from llama_index_docmemo import DocMemoIndex
+from llama_index_docmemo import DocMemoIndex, IdentityError, PageFilter
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.encoders import default_encoder
 from llama_index_docmemo.indexing import DocumentIndexer
@@ -107,14 +107,9 @@ def no_settings_llm():
     Settings._llm, Settings._callback_manager = saved_llm, saved_cb
 
 
-def acme() -> MetadataFilters:
+def acme() -> PageFilter:
     """Tenant acme, a caller of group finance (ACLs deny by default)."""
-    return MetadataFilters(
-        filters=[
-            MetadataFilter(key="tenant", value="acme"),
-            MetadataFilter(key="acl", value="finance"),
-        ]
-    )
+    return PageFilter(tenant="acme", acl_groups=("finance",))
 
 
 TENANT_ACME = MetadataFilter(key="tenant", value="acme")
@@ -265,7 +260,6 @@ def test_metadata_filters_scope_every_path(indexed) -> None:
                 MetadataFilter(key="doc_id", value=["memo.pdf"], operator=FilterOperator.IN),
             ]
         ),
-        "tenant": MetadataFilters(filters=[MetadataFilter(key="tenant", value="b")]),
         "acl group": MetadataFilters(
             filters=[
                 TENANT_ACME,
@@ -303,27 +297,32 @@ def test_metadata_filters_scope_every_path(indexed) -> None:
     allowed = {
         "file name": lambda d, p: d == "memo.pdf",
         "doc id in": lambda d, p: d == "memo.pdf",
-        "tenant": lambda d, p: d == "other.pdf",
         "acl group": lambda d, p: d == "report.pdf",
         "page range": lambda d, p: d != "other.pdf" and p <= 3,
         "or": lambda d, p: d in ("report.pdf", "memo.pdf"),
         "not equal": lambda d, p: d == "memo.pdf",
     }
+    index = DocMemoIndex.from_store(store, encoder, tenant="acme", acl=["finance"])
     for name, filters in cases.items():
-        retriever = DocMemoRetriever(
-            store, encoder, DocMemoConfig(pages_per_round=20, candidates=40), page_filter=filters
+        retriever = index.as_retriever(
+            filters=filters, config=DocMemoConfig(pages_per_round=20, candidates=40)
         )
         got = refs(retriever.retrieve("retail segment margin 2023 page notes"))
         assert got, name
         assert all(allowed[name](d, p) for d, p in got), (name, got)
-        result = engine(indexed, page_filter=filters, reasoner=OfflineReasoner()).run(QUESTION)
+        result = engine(indexed, reasoner=OfflineReasoner()).run(QUESTION, page_filter=filters)
         read = {(r.doc, r.page) for r in result.trace.pages_read}
         assert all(allowed[name](d, p) for d, p in read), (name, read)
-    # a scope given per query overrides the engine's
+    # a scope given per query narrows the engine's; one naming another tenant is refused
     memo_only = engine(indexed, reasoner=OfflineReasoner()).run(
         QUESTION, page_filter=cases["file name"]
     )
     assert {r.doc for r in memo_only.trace.pages_read} == {"memo.pdf"}
+    other_tenant = MetadataFilters(filters=[MetadataFilter(key="tenant", value="b")])
+    with pytest.raises(IdentityError, match="names tenant 'b'"):
+        engine(indexed, reasoner=OfflineReasoner()).run(QUESTION, page_filter=other_tenant)
+    with pytest.raises(IdentityError):
+        index.as_retriever(filters=other_tenant)
 
 
 def test_untranslatable_filters_raise_a_clear_error(indexed) -> None:

@@ -63,6 +63,7 @@ _EXPORTS: dict[str, str] = {
     "QuestionError": "llama_index_docmemo.errors",
     "StoreError": "llama_index_docmemo.errors",
     "FilterError": "llama_index_docmemo.store.filters",
+    "IdentityError": "llama_index_docmemo.store.identity",
     "ContextWindowError": "llama_index_docmemo.llms.context",
 }
 

@@ -10,18 +10,15 @@ embedded Qdrant Edge folder by default, or a Qdrant server), one point per page.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from llama_index.core.vector_stores.types import MetadataFilters
-
 from llama_index_docmemo.ingest.documents import document_file
 from llama_index_docmemo.paths import default_store_dir
-from llama_index_docmemo.store.filters import to_page_filter
+from llama_index_docmemo.store.identity import ScopeLike, caller, narrow
 from llama_index_docmemo.types import PageFilter
 
 if TYPE_CHECKING:
@@ -36,8 +33,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-Filters = MetadataFilters | PageFilter | None
-
 
 class DocMemoIndex:
     """Pages of documents in a page store, queried by the DocMemo loop.
@@ -46,7 +41,9 @@ class DocMemoIndex:
         store: the page store.
         encoder: the encoder that fills it (default: the one the store was built with).
         tenant / acl: whose documents these are: documents are written with them, and queries
-            read as a caller of that tenant holding those groups (``filters`` narrow further).
+            read as a caller of that tenant holding those groups. Every ``filters`` /
+            ``page_filter`` given later only narrows this caller; one that names another tenant
+            or a group outside ``acl`` raises :class:`~llama_index_docmemo.IdentityError`.
         root: document ids are file paths relative to this folder (default: the common folder
             of the files given to :meth:`from_documents`, else each file's own folder).
         indexer: how Documents are read and written (default: ``DocumentIndexer(store,
@@ -68,6 +65,7 @@ class DocMemoIndex:
 
         self.store = store
         self.encoder = encoder or load_encoder(store.encoder_name)
+        self.identity = caller(PageFilter(tenant=tenant, acl_groups=tuple(acl or ()) or None))
         self.tenant = tenant
         self.acl = tuple(acl or ())
         self.root = Path(root) if root is not None else None
@@ -125,31 +123,33 @@ class DocMemoIndex:
         return cls(store, encoder, tenant=tenant, acl=acl, root=root)
 
     # -- querying -----------------------------------------------------------------------------
-    def scope(self, filters: Filters = None) -> PageFilter:
-        """The index's caller (tenant, ACL groups) narrowed by ``filters``."""
-        scope = to_page_filter(filters)
-        return dataclasses.replace(
-            scope,
-            tenant=scope.tenant if scope.tenant is not None else self.tenant,
-            acl_groups=scope.acl_groups if scope.acl_groups else (self.acl or None),
-        )
+    def scope(self, filters: ScopeLike = None, page_filter: ScopeLike = None) -> PageFilter:
+        """The index's caller (tenant, ACL groups) narrowed by ``filters`` and ``page_filter``
+        (both, when both are given)."""
+        return narrow(narrow(self.identity, filters), page_filter)
 
-    def as_query_engine(self, *, filters: Filters = None, **kwargs: Any) -> DocMemoQueryEngine:
+    def as_query_engine(
+        self, *, filters: ScopeLike = None, page_filter: ScopeLike = None, **kwargs: Any
+    ) -> DocMemoQueryEngine:
         """A :class:`~llama_index_docmemo.DocMemoQueryEngine` over the index (``kwargs`` of
         ``DocMemoQueryEngine.from_defaults``: ``llm``, ``config``, ``images``, ``streaming``...;
         the reader is ``Settings.llm`` unless given)."""
         from llama_index_docmemo.query_engine import DocMemoQueryEngine
 
-        page_filter = kwargs.pop("page_filter", None)
         return DocMemoQueryEngine.from_defaults(
             store=self.store,
             encoder=self.encoder,
-            page_filter=self.scope(page_filter if page_filter is not None else filters),
+            page_filter=self.scope(filters, page_filter),
             **kwargs,
         )
 
     def as_retriever(
-        self, *, similarity_top_k: int | None = None, filters: Filters = None, **kwargs: Any
+        self,
+        *,
+        similarity_top_k: int | None = None,
+        filters: ScopeLike = None,
+        page_filter: ScopeLike = None,
+        **kwargs: Any,
     ) -> DocMemoRetriever:
         """A retriever returning the first round's ``similarity_top_k`` pages (``kwargs`` of
         :class:`~llama_index_docmemo.DocMemoRetriever`: ``config``, ``reranker``...)."""
@@ -158,7 +158,7 @@ class DocMemoIndex:
         return DocMemoRetriever(
             self.store,
             self.encoder,
-            page_filter=self.scope(filters),
+            page_filter=self.scope(filters, page_filter),
             similarity_top_k=similarity_top_k,
             **kwargs,
         )

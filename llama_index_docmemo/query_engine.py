@@ -43,7 +43,7 @@ from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInpu
 from llama_index_docmemo.reasoning.prompts import ANSWER_PROMPT, evidence_text
 from llama_index_docmemo.reasoning.validation import sanitize_feedback
 from llama_index_docmemo.retriever import DocMemoRetriever, ScopeLike
-from llama_index_docmemo.store.filters import to_page_filter
+from llama_index_docmemo.store.identity import narrow
 from llama_index_docmemo.types import Feedback
 
 if TYPE_CHECKING:
@@ -210,7 +210,8 @@ class DocMemoQueryEngine(BaseQueryEngine):
 
     # -- the loop -----------------------------------------------------------------------------
     def loop(self, question: str, page_filter: ScopeLike = None) -> DocMemoLoop:
-        """A fresh loop for one question (its state is never shared)."""
+        """A fresh loop for one question (its state is never shared); ``page_filter`` narrows
+        the engine's scope (it never widens it: see :func:`~llama_index_docmemo.store.identity.narrow`)."""
         parts = self.retriever.loop_parts(
             reader=self.reasoner,
             crops=self.crop_postprocessor,
@@ -220,8 +221,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
             reserved_llm_calls=1 if self.streaming else 0,
             round_events=True,
         )
-        scope = to_page_filter(page_filter) if page_filter is not None else None
-        return DocMemoLoop(parts, question, scope or self.retriever.page_filter)
+        return DocMemoLoop(parts, question, narrow(self.retriever.page_filter, page_filter))
 
     def run(self, question: str, page_filter: ScopeLike = None) -> DocMemoResult:
         """Run the loop for one question (synchronously)."""

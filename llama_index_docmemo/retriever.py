@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
-from llama_index.core.vector_stores.types import MetadataFilters
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.errors import StoreError
@@ -22,8 +21,7 @@ from llama_index_docmemo.levers.rounds import RoundLevers
 from llama_index_docmemo.loop import DocMemoLoop, LoopParts
 from llama_index_docmemo.loop.reading import selected_nodes
 from llama_index_docmemo.steps import arun, run
-from llama_index_docmemo.store.filters import to_page_filter
-from llama_index_docmemo.types import PageFilter
+from llama_index_docmemo.store.identity import ScopeLike, caller
 
 if TYPE_CHECKING:
     from llama_index.core.postprocessor.types import BaseNodePostprocessor
@@ -33,9 +31,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DocMemoRetriever", "ScopeLike"]
 
-ScopeLike = PageFilter | MetadataFilters | None
-"""A scope: this package's ``PageFilter`` or LlamaIndex ``MetadataFilters`` (or none)."""
-
 
 class DocMemoRetriever(BaseRetriever):
     """Candidate search on the page store + selection by (1 - lambda) c + lambda theta.
@@ -44,8 +39,9 @@ class DocMemoRetriever(BaseRetriever):
         store: the page store (Qdrant Edge or qdrant-client).
         encoder: the encoder that filled the store.
         config: loop parameters and ablation switches.
-        page_filter: tenant / ACL / document scope as a ``PageFilter`` or ``MetadataFilters``,
-            applied inside Qdrant on every call.
+        page_filter: the caller and its scope, applied inside Qdrant on every call: a
+            ``PageFilter`` sets the tenant and ACL groups; ``MetadataFilters`` only narrow (a
+            caller without a tenant; see :mod:`llama_index_docmemo.store.identity`).
         reranker: any node postprocessor reordering each round's candidates.
         similarity_top_k: pages ``retrieve`` returns (default: ``pages_per_round``); the
             engine's rounds read ``pages_per_round`` pages each.
@@ -73,7 +69,7 @@ class DocMemoRetriever(BaseRetriever):
         self.store = store
         self.encoder = encoder
         self.config = config or DocMemoConfig()
-        self.page_filter = to_page_filter(page_filter)
+        self.page_filter = caller(page_filter)
         self.reranker = reranker
         self.similarity_top_k = similarity_top_k
         self._retrieve_config = (  # what retrieve() runs: one round of similarity_top_k pages

@@ -153,10 +153,15 @@ def config(args: argparse.Namespace) -> Any:
 
 
 def page_filter(args: argparse.Namespace) -> Any:
+    """The caller of ``--tenant`` / ``--acl-group`` (checked: no reserved or control-character
+    names), scoped to ``--doc``."""
+    from llama_index_docmemo.store.identity import caller
     from llama_index_docmemo.types import PageFilter
 
-    return PageFilter(
-        doc_ids=tuple(args.doc) if getattr(args, "doc", None) else None,
-        tenant=args.tenant,
-        acl_groups=tuple(args.acl_group) if args.acl_group else None,
+    return caller(
+        PageFilter(
+            doc_ids=tuple(args.doc) if getattr(args, "doc", None) else None,
+            tenant=args.tenant,
+            acl_groups=tuple(args.acl_group) if args.acl_group else None,
+        )
     )

@@ -4,8 +4,8 @@ propagation after an update.
 Everything the levers decide lives in the pure modules of this package; this class only holds
 the store and encoder I/O they need, written as steps (``steps.py``) so the loop runs it with
 sync or async I/O. Per-query state stays in the loop; the one thing kept here is the reference
-graph of each document version (bounded, keyed by tenant, document and version), which does not
-depend on the query.
+graph of each document version as one scope sees it (bounded, keyed by the scope's caller and
+conditions, the document and its version), which does not depend on the question.
 """
 
 from __future__ import annotations
@@ -21,15 +21,24 @@ from llama_index_docmemo.levers.structure import reference_boosts
 from llama_index_docmemo.lru import BoundedMap
 from llama_index_docmemo.memory.references import ReferenceGraph, build_reference_graph
 from llama_index_docmemo.steps import Steps, either, offload, parallel
-from llama_index_docmemo.types import PageFilter, PageHit, PageRecord, PageRef, QueryEmbedding
+from llama_index_docmemo.store.access import visible_groups
+from llama_index_docmemo.types import (
+    FieldGroup,
+    PageFilter,
+    PageHit,
+    PageRecord,
+    PageRef,
+    QueryEmbedding,
+)
 
 if TYPE_CHECKING:
     from llama_index_docmemo.encoders.base import PageEncoder
     from llama_index_docmemo.memory.belief import PageBeliefMemory
     from llama_index_docmemo.store.base import PageStore
 
-GraphKey = tuple[str | None, str, str]
-"""(tenant, document id, version)."""
+GraphKey = tuple[str | None, tuple[str, ...], FieldGroup | None, str, str]
+"""(tenant, visible ACL groups, the scope's conditions, document id, version): a graph holds
+only the pages its scope may read, so two scopes never share one."""
 
 
 class RoundLevers:
@@ -161,10 +170,10 @@ class RoundLevers:
     def reference_graph(
         self, doc_id: str, version: str, scope: PageFilter
     ) -> Steps[ReferenceGraph]:
-        """The document's reference graph, built once per version from its stored page text
-        (only from pages ``scope`` may read: a graph of a document the caller cannot see is
-        empty and never kept)."""
-        key: GraphKey = (scope.tenant, doc_id, version)
+        """The document's reference graph, built once per version and scope from its stored
+        page text (only from pages ``scope`` may read: a graph of a document the caller cannot
+        see is empty and never kept)."""
+        key: GraphKey = (scope.tenant, visible_groups(scope), scope.where, doc_id, version)
         graph = self._graphs.get(key)
         if graph is not None:
             return graph

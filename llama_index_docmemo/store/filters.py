@@ -1,14 +1,14 @@
 """LlamaIndex ``MetadataFilters`` -> this package's scope (:class:`PageFilter`).
 
 A LlamaIndex app scopes retrieval with ``MetadataFilters``; the page store filters inside
-Qdrant. :func:`to_page_filter` turns the former into a :class:`PageFilter`: top-level equality
-on the tenant, ACL group or document lifts into the filter's own fields (so tenant and ACL
-rules apply as for any ``PageFilter``); every other condition goes into ``PageFilter.where``,
-the store's backend-neutral filter tree (each backend translates it once: ``edge.py``,
+Qdrant. :func:`to_page_filter` turns the former into a :class:`PageFilter`: a top-level
+``==``/``in`` on the document lifts into ``doc_ids``; every other condition goes into
+``PageFilter.where``, the store's backend-neutral filter tree (each backend translates it once: ``edge.py``,
 ``client_requests.py``). Keys are the metadata names page nodes show: ``file_name`` (the file's
 base name), ``file_path`` (its absolute path), ``doc_id`` / ``ref_doc_id`` / ``document_id``
 (the document id: the path relative to the indexed folder), ``page_label``, or any payload key
-the indexer stores. An operator Qdrant cannot evaluate on these payloads raises
+the indexer stores. Conditions on ``tenant`` or ``acl`` stay conditions: a filter never sets who
+is asking (:mod:`.identity` checks and intersects every scope with the caller). An operator Qdrant cannot evaluate on these payloads raises
 :class:`FilterError` naming it.
 """
 
@@ -36,7 +36,7 @@ KEY_ALIASES: dict[str, str] = {
     "acl_groups": "acl",
 }
 INTEGER_KEYS = frozenset({"page", "n_pages"})
-_LIFTED = {"doc_id": "doc_ids", "tenant": "tenant", "acl": "acl_groups"}
+_LIFTED = {"doc_id": "doc_ids"}
 _OPS: dict[FilterOperator, str] = {
     FilterOperator.EQ: "eq",
     FilterOperator.NE: "ne",
@@ -75,16 +75,13 @@ def to_page_filter(scope: PageFilter | MetadataFilters | None) -> PageFilter:
         if field is None:
             rest.append(clause)
             continue
-        values = tuple(str(v) for v in _values(clause))  # type: ignore[arg-type]
-        if field == "tenant" and len(values) != 1:
-            raise FilterError("a filter on 'tenant' takes exactly one value")
-        lifted[field] = values[0] if field == "tenant" else values
+        lifted[field] = tuple(str(v) for v in _values(clause))  # type: ignore[arg-type]
     where = FieldGroup("and", tuple(rest)) if rest else None
     return PageFilter(**lifted, where=where)
 
 
 def _lift_target(clause: FieldMatch | FieldGroup, lifted: dict[str, Any]) -> str | None:
-    """The ``PageFilter`` field a top-level ``==``/``in`` on tenant, ACL or document fills."""
+    """The ``PageFilter`` field a top-level ``==``/``in`` on the document fills."""
     if not isinstance(clause, FieldMatch) or clause.op not in ("eq", "in"):
         return None
     field = _LIFTED.get(clause.key)
