@@ -1,4 +1,7 @@
-"""Errors a user can act on: each names the file, page, field, extra or URL concerned."""
+"""Errors a user can act on: each names the file, page, field, extra or URL concerned.
+
+A file name is shown through :func:`printable`, so that no name can break or forge a message.
+"""
 
 from __future__ import annotations
 
@@ -33,9 +36,31 @@ class StoreError(DocMemoError):
     """The page store could not be opened, or does not match what is asked of it."""
 
 
+class DocumentRejectedError(StoreError):
+    """The store refused one document before writing anything (a name it cannot hold, a bad
+    embedding): that document fails, the store is fine and a batch goes on."""
+
+
 class LLMError(DocMemoError):
     """The LLM endpoint did not answer usefully (down, timed out, or kept failing)."""
 
 
 class QuestionError(DocMemoError, ValueError):
     """A question the loop refuses: empty, or longer than ``max_question_chars``."""
+
+
+_SURROGATE_ESCAPES = range(0xDC80, 0xDD00)
+"""How ``os.fsdecode`` keeps the bytes of a file name that are not UTF-8 (``surrogateescape``)."""
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print in a message: control characters escaped (a newline in a file name
+    cannot forge a line), bytes of a file name that are not UTF-8 shown as ``\\xff`` (printing
+    them raw raises ``UnicodeEncodeError``); other characters, accented letters included, kept."""
+    return "".join(char if char.isprintable() else _escaped(char) for char in text)
+
+
+def _escaped(char: str) -> str:
+    if ord(char) in _SURROGATE_ESCAPES:
+        return f"\\x{ord(char) - 0xDC00:02x}"
+    return repr(char)[1:-1]

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llama_index_docmemo.errors import printable
 from llama_index_docmemo.ingest.documents import document_file
 from llama_index_docmemo.paths import default_store_dir
 from llama_index_docmemo.store.identity import ScopeLike, caller, narrow
@@ -218,7 +219,7 @@ class DocMemoIndex:
     def _keep(self, report: IndexReport) -> IndexReport:
         self.report = report
         for source, reason in report.failed:
-            logger.warning("not indexed: %s: %s", source, reason)
+            logger.warning("not indexed: %s: %s", printable(source), printable(reason))
         return report
 
     def _doc_id(self, path: Path) -> str:

@@ -270,6 +270,16 @@ def test_report_summary_lists_failures() -> None:
     assert "FAILED b.pdf: encrypted" in text and not report.ok
 
 
+def test_report_summary_escapes_names_one_line_each() -> None:
+    failed = [("new\nline.pdf", "x"), ("bad\udcff.pdf", "y"), ("été.pdf", "z\tw")]
+    lines = IndexReport(failed=failed).summary().splitlines()
+    assert lines[1:] == [
+        "FAILED new\\nline.pdf: x",
+        "FAILED bad\\xff.pdf: y",
+        "FAILED été.pdf: z\\tw",
+    ]
+
+
 def test_bad_batch_size(parts) -> None:
     with pytest.raises(ValueError, match="batch_size"):
         DocumentIndexer(*parts, ocr=False, batch_size=0)

@@ -64,3 +64,8 @@ def test_identity_is_tenant_and_doc_id() -> None:
 def test_bad_names_are_refused(bad: str) -> None:
     with pytest.raises(ValueError, match="tenant"):
         access.check_name("tenant", bad)
+
+
+def test_a_name_that_is_not_utf8_is_refused_with_its_bytes_shown() -> None:
+    with pytest.raises(ValueError, match=r"doc_id is not valid UTF-8: 'bad\\xff\.pdf'"):
+        access.check_name("doc_id", "bad\udcff.pdf")  # os.fsdecode(b"bad\xff.pdf")

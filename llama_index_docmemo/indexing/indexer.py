@@ -3,9 +3,11 @@
 A document is identified by (tenant, doc id), the doc id being the file's path relative to the
 indexed root (``docmemo index pdfs/`` stores ``pdfs/2023/10k.pdf`` as ``2023/10k.pdf``) or an
 explicit id. A bad file never stops a batch: it is listed in the report with the reason, and every
-other file is indexed. Files whose content hash equals the stored version are skipped; a changed
-file replaces its pages (the old version stays visible until the new one is complete). A store
-that refuses a write (a full disk) stops the batch with the documents not attempted listed.
+other file is indexed; a file whose name the store cannot hold (a newline, bytes that are not
+UTF-8) fails before the store is asked anything, and a document the store rejects fails alone.
+Files whose content hash equals the stored version are skipped; a changed file replaces its pages
+(the old version stays visible until the new one is complete). A store that refuses a write (a
+full disk) stops the batch with the documents not attempted listed.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from llama_index_docmemo.indexing.steps import (
 from llama_index_docmemo.ingest.documents import parse_documents
 from llama_index_docmemo.ingest.files import SourceFile, expand_paths, regular_file_problem
 from llama_index_docmemo.ingest.ocr import INSTALL_HINT, OcrEngine, OcrMode, resolve_ocr
-from llama_index_docmemo.store.access import check_name
+from llama_index_docmemo.store.access import check_name, check_utf8
 from llama_index_docmemo.store.base import PageStore
 
 if TYPE_CHECKING:
@@ -50,6 +52,17 @@ def _checked_access(
         check_name("tenant", tenant)
     groups = tuple(sorted({check_name("ACL group", group) for group in acl or ()}))
     return tenant, groups
+
+
+def _name_problem(job: DocumentJob) -> str | None:
+    """Why the store cannot hold the job's doc id or file name (control characters, bytes that
+    are not UTF-8), or None."""
+    try:
+        check_utf8("file name", job.label)
+        check_name("doc_id", job.doc_id)
+    except ValueError as exc:
+        return f"{exc}: rename the file"
+    return None
 
 
 def _unique_ids(files: Sequence[SourceFile], report: IndexReport) -> list[SourceFile]:
@@ -190,6 +203,10 @@ class DocumentIndexer:
         planned: list[DocumentJob] = []
         for i, job in enumerate(jobs):
             report.doc_ids[job.label] = job.doc_id
+            problem = _name_problem(job)
+            if problem is not None:  # before the store: it keys documents by these names
+                report.failed.append((job.label, problem))
+                continue
             try:
                 schema = self.store.get_schema(job.doc_id, tenant=job.tenant)
             except StoreError as exc:  # the store does not answer: the rest would fail too

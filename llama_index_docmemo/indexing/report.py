@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
+from llama_index_docmemo.errors import printable
+
 STAGES: tuple[str, ...] = ("parse", "ocr", "schema", "render", "encode", "write")
 """The per-document stages whose seconds :attr:`IndexReport.stage_seconds` adds up."""
 
@@ -43,7 +45,8 @@ class IndexReport(BaseModel):
         return not self.failed
 
     def summary(self) -> str:
-        """A few lines for a terminal: counts, time, then each failure and warning."""
+        """A few lines for a terminal: counts, time, then each failure and warning (escaped by
+        :func:`~llama_index_docmemo.errors.printable`: one line each, whatever a name holds)."""
         lines = [
             f"indexed {len(self.indexed)} documents ({self.pages} pages, {self.ocr_pages} by OCR), "
             f"{len(self.unchanged)} unchanged, {len(self.failed)} failed in {self.seconds:.1f} s"
@@ -51,4 +54,4 @@ class IndexReport(BaseModel):
         lines += [f"FAILED {source}: {reason}" for source, reason in self.failed]
         lines += [f"skipped {path}: {reason}" for path, reason in self.skipped]
         lines += [f"warning: {warning}" for warning in self.warnings]
-        return "\n".join(lines)
+        return "\n".join(map(printable, lines))

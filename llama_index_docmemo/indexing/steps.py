@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from llama_index_docmemo.errors import IngestError
+from llama_index_docmemo.errors import DocumentRejectedError, IngestError
 from llama_index_docmemo.faults import fault_point
 from llama_index_docmemo.indexing.report import STAGES
 from llama_index_docmemo.ingest.files import regular_file_problem
@@ -279,11 +279,18 @@ def encode_document(
 def write_document(
     store: PageStore, prepared: PreparedDocument, embeddings: Sequence[PageEmbedding]
 ) -> DocumentOutcome:
-    """Store the document (journal, pages, record, old version out); StoreError is raised."""
+    """Store the document (journal, pages, record, old version out).
+
+    A document the store rejects before writing (a bad name or embedding) fails alone; a
+    StoreError of the store itself (a full disk) is raised, for the executor to stop the batch.
+    """
     job = prepared.job
     seconds = prepared.seconds
-    with _timed(seconds, "write"):
-        store.upsert_document(prepared.schema, prepared.records, embeddings)
+    try:
+        with _timed(seconds, "write"):
+            store.upsert_document(prepared.schema, prepared.records, embeddings)
+    except DocumentRejectedError as exc:
+        return failure(job, str(exc))
     logger.info("indexed %s: %d pages", job.label, len(prepared.records))
     fault_point("document-indexed")
     return DocumentOutcome(

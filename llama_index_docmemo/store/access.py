@@ -18,6 +18,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
+from llama_index_docmemo.errors import printable
 from llama_index_docmemo.types import FieldMatch, PageFilter
 
 TENANT_KEY = "tenant_key"
@@ -38,10 +39,21 @@ def check_name(kind: str, value: str) -> str:
     """``value`` if it can name a tenant, ACL group or document id, else a ValueError naming it."""
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{kind} must be a non-empty string, got {value!r}")
+    check_utf8(kind, value)
     if len(value) > _MAX_NAME:
         raise ValueError(f"{kind} is longer than {_MAX_NAME} characters: {value[:40]!r}...")
     if any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise ValueError(f"{kind} contains control characters: {value!r}")
+    return value
+
+
+def check_utf8(kind: str, value: str) -> str:
+    """``value`` if it is UTF-8 text, else a ValueError naming it: a file name read from disk may
+    hold bytes that are not UTF-8 (as surrogates), which no point id or payload can hold."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{kind} is not valid UTF-8: '{printable(value)}'") from None
     return value
 
 

@@ -1,7 +1,8 @@
 """Checks on everything a store is given, done once before anything is written or sent.
 
-A bad embedding or record raises a :class:`StoreError` naming the document and page; a good
-document becomes its page points and record point here, in the store's multivector layout.
+A bad embedding or record raises a :class:`StoreError` naming the document and page (for a
+document to write, a :class:`DocumentRejectedError`: that document fails, the store is fine); a
+good document becomes its page points and record point here, in the store's multivector layout.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from llama_index_docmemo.errors import StoreError
+from llama_index_docmemo.errors import DocumentRejectedError, StoreError
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store import access, ids
 from llama_index_docmemo.store.layouts import MultivectorLayout
@@ -93,6 +94,7 @@ def _check_names(schema: DocumentSchema, doc: str) -> None:
             access.check_name("tenant", schema.tenant)
         for group in schema.acl:
             access.check_name("ACL group", group)
+        access.check_utf8("source file name", schema.source)
     except ValueError as exc:
         raise StoreError(f"{doc}: {exc}") from exc
 
@@ -123,8 +125,23 @@ def document_points(
     """Page points (marked pending: the record commits them) and the record point of a document.
 
     Raises:
-        StoreError: naming the document and page of the first bad record or embedding.
+        DocumentRejectedError: naming the document and page of the first bad name, record or
+            embedding.
     """
+    try:
+        return _document_points(schema, pages, embeddings, dim, use_sparse, layout)
+    except StoreError as exc:
+        raise DocumentRejectedError(str(exc)) from exc
+
+
+def _document_points(
+    schema: DocumentSchema,
+    pages: Sequence[PageRecord],
+    embeddings: Sequence[PageEmbedding],
+    dim: int,
+    use_sparse: bool,
+    layout: MultivectorLayout,
+) -> tuple[list[PointData], PointData]:
     doc = f"document {schema.doc_id!r} (version {schema.doc_version[:12]})"
     _check_names(schema, doc)
     if len(pages) != len(embeddings):
