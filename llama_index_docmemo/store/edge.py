@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import time
@@ -13,7 +14,7 @@ import qdrant_edge as qe
 
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.faults import fault_point
-from llama_index_docmemo.store import ids, scopes
+from llama_index_docmemo.store import disk_space, ids, scopes
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store._qdrant import QdrantLayoutStore
 from llama_index_docmemo.store.layouts import (
@@ -27,13 +28,8 @@ from llama_index_docmemo.store.payloads import WRITE_STATE, IndexKind, PointData
 from llama_index_docmemo.store.plans import Fusion, IdfScope, SearchPlan
 from llama_index_docmemo.types import FieldGroup, FieldMatch
 
-# Qdrant Edge writes through memory maps: a write into a full disk kills the process with SIGBUS
-# instead of failing, and a new segment or WAL file takes ~170 MiB at once (measured on tmpfs).
-# Each write first checks that the disk keeps this margin beyond the write's own size (counted
-# _SPACE_FACTOR times: WAL, segment, index); $DOCMEMO_MIN_FREE_MB overrides it.
-MIN_FREE_BYTES = 256 << 20
-MIN_FREE_ENV = "DOCMEMO_MIN_FREE_MB"
-_SPACE_FACTOR = 3
+logger = logging.getLogger(__name__)
+
 _SHARD_MARKER = "edge_config.json"
 _CLIENT_LOCAL_MARKER = "meta.json"
 
@@ -71,21 +67,6 @@ def _point_bytes(point: PointData) -> int:
     return 4 * floats + sparse + sum(len(str(v)) for v in point.payload.values())
 
 
-def check_free_space(path: Path, needed: int, what: str) -> None:
-    """Raise a 'disk is full' StoreError unless the disk under ``path`` has ``needed`` bytes more
-    than MIN_FREE_BYTES free."""
-    folder = path if path.exists() else path.absolute().parent
-    free = shutil.disk_usage(folder).free
-    override = os.environ.get(MIN_FREE_ENV)
-    margin = int(float(override) * (1 << 20)) if override else MIN_FREE_BYTES
-    if free < margin + needed:
-        raise StoreError(
-            f"cannot {what} page store {path}: No space left on device (the disk is full: "
-            f"{free >> 20} MiB free, a page store keeps at least {margin >> 20} MiB free so a "
-            f"write never dies halfway; ${MIN_FREE_ENV} sets that margin)"
-        )
-
-
 def _open_error(path: Path, what: str, exc: Exception) -> StoreError:
     """The engine's error as a message a user can act on (locked, read-only, disk full)."""
     text = str(exc)
@@ -101,7 +82,10 @@ def _open_error(path: Path, what: str, exc: Exception) -> StoreError:
             "embedded store needs write access even to read (its write-ahead log)"
         )
     if "No space left" in text:
-        return StoreError(f"cannot {what} page store {path}: the disk is full ({text})")
+        return StoreError(
+            f"cannot {what} page store {path}: the disk is full ({text}); free space on that "
+            "disk and run the command again: nothing committed is lost"
+        )
     return StoreError(f"cannot {what} page store {path}: {text}")
 
 
@@ -210,6 +194,7 @@ def _requests(plan: SearchPlan) -> list[qe.QueryRequest]:
 FLUSH_INTERVAL_S = 5.0
 """Seconds of writes between flushes (Qdrant's ``flush_interval_sec`` default)."""
 
+
 class EdgePageStore(QdrantLayoutStore):
     """Pages in a Qdrant Edge shard on disk: created on first open, loaded after.
 
@@ -273,6 +258,7 @@ class EdgePageStore(QdrantLayoutStore):
                     "choose another --store folder"
                 )
             self._create()
+        disk_space.check_open(self.path)  # before mapping it: loading may replay the log
         self._shard = self._call("open", qe.EdgeShard.load, str(self.path))
         try:
             if self._execute(op.Retrieve(ids.STORE_POINT_ID)) is None:
@@ -297,14 +283,14 @@ class EdgePageStore(QdrantLayoutStore):
         building = parent / f".{self.path.name}.creating-{os.getpid()}"
         try:
             parent.mkdir(parents=True, exist_ok=True)
-            check_free_space(parent, 0, "create")
+            disk_space.check_open(self.path, "create")
             shutil.rmtree(building, ignore_errors=True)
             config = _config(self.dim, self.sparse, self.layout)
             self._shard = self._call("create", qe.EdgeShard.create, str(building), config)
             try:
                 fault_point("store-created")
                 self._run(self._create_steps())
-                self._shard.flush()
+                self._flush()
             finally:
                 self._shard.close()
                 self._shard = None
@@ -325,7 +311,7 @@ class EdgePageStore(QdrantLayoutStore):
         """
         if self.shard.count(qe.CountRequest(exact=True)) == 0:
             self._run(self._create_steps())
-            self.shard.flush()
+            self._flush()
             return
         raise StoreError(
             f"{self.path} is an incomplete page store (points but no store record: its "
@@ -345,17 +331,19 @@ class EdgePageStore(QdrantLayoutStore):
             raise StoreError(f"{self.location} is closed")
         return self._shard
 
-    def _update(self, operation: qe.UpdateOperation) -> None:
+    def _update(self, operation: qe.UpdateOperation, data_bytes: int = 0) -> None:
         shard = self.shard
+        disk_space.check_write(self.path, data_bytes)
         try:
             shard.update(operation)
         except Exception as exc:  # the engine's I/O errors (disk full, read-only) arrive as text
             raise _open_error(self.path, "write to", exc) from exc
 
     def _upsert(self, points: Sequence[PointData]) -> None:
-        needed = _SPACE_FACTOR * sum(_point_bytes(p) for p in points)
-        check_free_space(self.path, needed, "write to")
-        self._update(qe.UpdateOperation.upsert_points([_point(p) for p in points]))
+        self._update(
+            qe.UpdateOperation.upsert_points([_point(p) for p in points]),
+            sum(_point_bytes(p) for p in points),
+        )
 
     def _commit(self, commit: op.Commit) -> None:
         """Record (the commit point), stale pages out, pages released, journal note out."""
@@ -376,8 +364,7 @@ class EdgePageStore(QdrantLayoutStore):
         470 KB a page (17 GB after 40,000 pages) until close; Qdrant's server flushes on the
         same default interval."""
         if time.monotonic() - self._flushed_at >= FLUSH_INTERVAL_S:
-            self.shard.flush()
-            self._flushed_at = time.monotonic()
+            self._flush()
 
     def _execute(self, operation: op.Operation) -> Any:
         """Apply one operation to the shard (in process: CPU-bound, so async runs it in a thread)."""
@@ -390,7 +377,6 @@ class EdgePageStore(QdrantLayoutStore):
                 qe.UpdateOperation.delete_points_by_filter(_filter(operation.where))
             )
         if isinstance(operation, op.SetPayload):
-            check_free_space(self.path, 0, "write to")
             return self._update(
                 qe.UpdateOperation.set_payload_by_filter(
                     _filter(operation.where), operation.payload
@@ -422,19 +408,42 @@ class EdgePageStore(QdrantLayoutStore):
             return [[(p.payload or {}, p.score) for p in branch] for branch in branches]
         raise TypeError(f"unknown store operation {operation!r}")
 
+    def _flush(self) -> None:
+        """Write the shard's state out (its own writes fail with ENOSPC: no SIGBUS here)."""
+        self._call("flush", self.shard.flush)
+        self._flushed_at = time.monotonic()
+
     def optimize(self) -> bool:
-        """Merge segments and build the first stage's HNSW index (never the original's)."""
-        return self.shard.optimize()
+        """Merge segments and build the first stage's HNSW index (never the original's).
+
+        Without the disk the merge needs (the engine checks, e.g. 389 MiB for 600 small pages)
+        it is skipped with a warning: every page is stored and searchable, only more slowly.
+        """
+        try:
+            return self.shard.optimize()
+        except Exception as exc:  # the engine's errors arrive as plain Exception with text
+            if "Not enough space" not in str(exc):
+                raise _open_error(self.path, "optimize", exc) from exc
+            logger.warning(
+                "%s: segments not merged, the disk is too full (%s); every page is stored and "
+                "searchable, only slower, until an index run with that space free",
+                self.location,
+                exc,
+            )
+            return False
 
     def _end_bulk_load(self) -> None:
         """Edge builds indexes only when asked: once, after the whole load (the log flushed
         first, so the merge has the disk it needs)."""
-        self.shard.flush()
-        self._flushed_at = time.monotonic()
+        self._flush()
         self.optimize()
 
     def close(self) -> None:
-        if self._shard is not None:
-            self._shard.flush()
+        """Flush and release the folder; released even when the flush fails (disk full)."""
+        if self._shard is None:
+            return
+        try:
+            self._flush()
+        finally:
             self._shard.close()
             self._shard = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -163,7 +164,7 @@ def versus_table(totals: Mapping[str, Any]) -> Table:
 def _markdown_table(table: Table) -> list[str]:
     header, rows = table
     return [
-        "| " + " | ".join(header) + " |",
+        "| " + " | ".join(_cell(h) for h in header) + " |",
         "|" + "---|" * len(header),
         *["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows],
         "",
@@ -181,12 +182,20 @@ TOTALS_TITLE = "## Totals (mean per question [95% bootstrap interval over questi
 VERSUS_TITLE = "## DocMemo minus each engine (paired over the same questions [95% interval])"
 
 
+def _inert(text: str) -> str:
+    """Text from questions, answers, PDFs or settings, made inert for a Markdown renderer
+    (GitHub, mkdocs pass raw HTML through): HTML escaped, and no ``[link](javascript:...)``.
+    Escaped here, not in the shared lines and tables: report.html escapes those itself."""
+    return html.escape(text, quote=False).replace("](", "\\](")
+
+
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    """One table cell (or heading): inert, on one line, its pipes escaped."""
+    return _inert(" ".join(text.split())).replace("|", "\\|")
 
 
 def question_lines(question: Question, records: Sequence[AnswerRecord]) -> list[str]:
-    lines = [f"### {question.qid}: {_cell(question.text)}", ""]
+    lines = [f"### {_cell(question.qid)}: {_cell(question.text)}", ""]
     if question.expected is not None:
         lines += [f"Expected: {_cell(question.expected)}", ""]
     lines += [
@@ -198,7 +207,7 @@ def question_lines(question: Question, records: Sequence[AnswerRecord]) -> list[
         figures = ", ".join(f"{f.text} {'✓' if f.found else '✗'}" for f in r.figures) or "—"
         cited = ", ".join(f"{p.doc} p.{p.page}" for p in r.cited_pages) or "—"
         lines.append(
-            f"| {r.engine} | {_cell(answer)} | {_cell(verdict_text(r))} | {_cell(figures)} | "
+            f"| {_cell(r.engine)} | {_cell(answer)} | {_cell(verdict_text(r))} | {_cell(figures)} | "
             f"{_cell(cited)} | {r.llm_calls} / {r.prompt_tokens}+{r.completion_tokens} / "
             f"{r.images} / {r.seconds:.1f} |"
         )
@@ -211,8 +220,9 @@ def render_markdown(
     questions: Sequence[Question],
     by_question: Mapping[str, Sequence[AnswerRecord]],
 ) -> str:
-    lines = [f"# {title(meta)}", ""]
-    lines += setting_lines(meta) + totals_lines(totals) + ["## Answers", ""]
+    lines = [f"# {_inert(title(meta))}", ""]
+    lines += [_inert(line) for line in setting_lines(meta)]
+    lines += totals_lines(totals) + ["## Answers", ""]
     for question in questions:
         lines += question_lines(question, by_question.get(question.qid, []))
     return "\n".join(lines)
