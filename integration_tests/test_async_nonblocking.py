@@ -4,18 +4,28 @@ Eight concurrent ``aquery`` calls over a real embedded store (Qdrant Edge on dis
 report and a second generated report, the CPU encoder) read with ``QwenVL`` over HTTP from a
 scripted OpenAI-compatible server running in a process of its own, as vLLM would: page images,
 crops of tables and evidence images are rendered on every round. A heartbeat coroutine ticking
-every 10 ms measures the longest the event loop went without running it.
+every 10 ms measures the longest the event loop went without running it, from the engine's
+first query on (no warm-up).
+
+Two things the package does not control are kept out of the measure, and said: the time the
+operating system left the loop's thread waiting for a core (a loaded CI machine; read from
+``/proc/thread-self/schedstat`` where Linux has it), and the interpreter's full garbage
+collections of objects that existed before the queries (a pytest process holds some 270,000:
+one full collection takes about 200 ms on this machine, whatever runs on the loop), frozen with
+``gc.freeze()`` as the README advises an app to do after start-up.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import re
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -57,10 +67,10 @@ with FakeVLLM([], default=reader, model={MODEL!r}, max_images=8) as server:
 """
 
 
-@pytest.fixture
-def server_process() -> Iterator[str]:
+@contextmanager
+def scripted_server() -> Iterator[str]:
     """The scripted server in a process of its own (its JSON and image decoding must not share
-    this process's GIL with the event loop being measured)."""
+    this process's GIL with the event loop being measured); yields its URL."""
     process = subprocess.Popen(
         [sys.executable, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
@@ -71,6 +81,12 @@ def server_process() -> Iterator[str]:
     finally:
         process.stdin.close()  # type: ignore[union-attr]
         process.wait(timeout=30)
+
+
+@pytest.fixture
+def server_process() -> Iterator[str]:
+    with scripted_server() as url:
+        yield url
 
 
 def reader(request: Request) -> Reply:
@@ -93,13 +109,27 @@ def reader(request: Request) -> Reply:
     )
 
 
-async def heartbeat(stop: asyncio.Event, gaps: list[float]) -> None:
-    last = time.perf_counter()
+SCHEDSTAT = Path("/proc/thread-self/schedstat")
+
+
+def runqueue_seconds() -> float:
+    """Seconds this thread has waited for a core so far (0 where Linux does not say). Only the
+    loop's own thread: the waits of others (for a core, or for the GIL) cannot be told apart
+    from a loop that blocks them."""
+    try:
+        return int(SCHEDSTAT.read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+async def heartbeat(stop: asyncio.Event, gaps: list[tuple[float, float]]) -> None:
+    """(stall, of which the loop's thread waited for a core) between ticks 10 ms apart."""
+    last, waited = time.perf_counter(), runqueue_seconds()
     while not stop.is_set():
         await asyncio.sleep(0.010)
-        now = time.perf_counter()
-        gaps.append(now - last - 0.010)
-        last = now
+        now, wait = time.perf_counter(), runqueue_seconds()
+        gaps.append((now - last - 0.010, wait - waited))
+        last, waited = now, wait
 
 
 def engine(indexed, url: str, cache: Path) -> DocMemoQueryEngine:
@@ -111,21 +141,36 @@ def engine(indexed, url: str, cache: Path) -> DocMemoQueryEngine:
     )
 
 
+@pytest.fixture
+def frozen_heap() -> Iterator[None]:
+    """The objects that exist now left out of full collections (see the module docstring)."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 async def test_eight_concurrent_aqueries_never_stall_the_event_loop(
-    indexed, server_process: str, tmp_path: Path
+    indexed, server_process: str, tmp_path: Path, frozen_heap: None
 ) -> None:
     questions = [q.question for q in DEMO_QUESTIONS] * 3
-    eng = engine(indexed, server_process, tmp_path / "cache")
-    await eng.aquery(questions[0])  # warm-up: imports, the encoder, the model list, the workers
     stop, gaps = asyncio.Event(), []
     beat = asyncio.create_task(heartbeat(stop, gaps))
+    eng = engine(indexed, server_process, tmp_path / "cache")
+    first = await eng.aquery(questions[0])  # no warm-up: the first query is measured too
     responses = await asyncio.gather(*(eng.aquery(q) for q in questions[:8]))
     stop.set()
     await beat
-    assert all(str(r) == "1,184" for r in responses)
+    assert all(str(r) == "1,184" for r in [first, *responses])
     images = [r["images"] for resp in responses for r in resp.metadata["docmemo"]["rounds"]]
     assert len(images) == 16 and all(n >= 3 for n in images)  # page images (and crops) each round
-    assert max(gaps) < MAX_STALL, f"event loop stalled {max(gaps) * 1000:.0f} ms"
+    stall, waited = max(gaps, key=lambda gap: gap[0] - gap[1])
+    assert stall - waited < MAX_STALL, (
+        f"event loop stalled {stall * 1000:.0f} ms, {waited * 1000:.0f} ms of it waiting for a "
+        f"core (the longest wall-clock gap: {max(g[0] for g in gaps) * 1000:.0f} ms)"
+    )
 
 
 async def test_the_same_crops_from_eight_concurrent_queries_are_all_kept(indexed, tmp_path) -> None:

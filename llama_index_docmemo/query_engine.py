@@ -47,6 +47,8 @@ from llama_index_docmemo.store.identity import narrow
 from llama_index_docmemo.types import Feedback
 
 if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
     from llama_index.core.llms import LLM
     from llama_index.core.postprocessor.types import BaseNodePostprocessor
 
@@ -133,6 +135,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
         streaming: bool = False,
         callback_manager: CallbackManager | None = None,
         images: ImagesSetting = "auto",
+        cpu_executor: Executor | None = None,
         **kwargs: Any,
     ) -> DocMemoQueryEngine:
         """Wire an engine the LlamaIndex way.
@@ -145,7 +148,9 @@ class DocMemoQueryEngine(BaseQueryEngine):
         choice is logged once and recorded in the trace. Callbacks default to
         ``Settings.callback_manager``. ``page_filter`` takes a ``PageFilter`` or LlamaIndex
         ``MetadataFilters``. With an LLM and ``adaptive_granularity``, table/figure crops are
-        added; with ``llm_rerank``, the schema-summary LLM reranker.
+        added; with ``llm_rerank``, the schema-summary LLM reranker. ``cpu_executor``: where
+        async queries run GIL-holding work (default: one thread of the engine's own; see
+        :mod:`llama_index_docmemo.cpu`).
         """
         if encoder is None:
             from llama_index_docmemo.encoders import default_encoder
@@ -181,6 +186,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
             page_filter=page_filter,
             reranker=reranker,
             callback_manager=callbacks,
+            cpu_executor=cpu_executor,
         )
         return cls(
             retriever,

@@ -8,6 +8,7 @@ graphs); the query engine runs the full loop from it.
 
 from __future__ import annotations
 
+from concurrent.futures import Executor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_index_docmemo.config import DocMemoConfig
+from llama_index_docmemo.cpu import cpu_executor, default_executor
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.levers.rounds import RoundLevers
 from llama_index_docmemo.loop import DocMemoLoop, LoopParts
@@ -45,6 +47,9 @@ class DocMemoRetriever(BaseRetriever):
         reranker: any node postprocessor reordering each round's candidates.
         similarity_top_k: pages ``retrieve`` returns (default: ``pages_per_round``); the
             engine's rounds read ``pages_per_round`` pages each.
+        cpu_executor: where async queries run GIL-holding work (page renders, layout
+            analysis); default: one thread of this retriever's own (see
+            :mod:`llama_index_docmemo.cpu`), or pass a ``ProcessPoolExecutor``.
     """
 
     def __init__(
@@ -57,6 +62,7 @@ class DocMemoRetriever(BaseRetriever):
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
         similarity_top_k: int | None = None,
+        cpu_executor: Executor | None = None,
     ) -> None:
         super().__init__(callback_manager=callback_manager, verbose=verbose)
         if getattr(store, "encoder_name", encoder.name) != encoder.name:
@@ -78,6 +84,7 @@ class DocMemoRetriever(BaseRetriever):
             else self.config.updated(pages_per_round=similarity_top_k)
         )
         self.levers = RoundLevers(store, encoder, self.config.levers, self.config.selection)
+        self.cpu_executor = cpu_executor or default_executor()
 
     def loop_parts(self, **overrides: Any) -> LoopParts:
         """The shared components of a loop over this retriever's store (``overrides`` add a
@@ -90,6 +97,7 @@ class DocMemoRetriever(BaseRetriever):
             reranker=self.reranker,
             callback_manager=self.callback_manager,
             round_events=False,  # BaseRetriever.retrieve fires them itself
+            cpu=self.cpu_executor,
         )
         return replace(parts, **overrides)
 
@@ -104,7 +112,8 @@ class DocMemoRetriever(BaseRetriever):
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         loop = self._first_round(query_bundle.query_str)
-        return selected_nodes(loop, await arun(loop.select()))
+        with cpu_executor(self.cpu_executor):
+            return selected_nodes(loop, await arun(loop.select()))
 
     def __repr__(self) -> str:
         return f"DocMemoRetriever(encoder={self.encoder.name!r}, config={self.config!r})"

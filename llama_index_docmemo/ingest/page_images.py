@@ -13,10 +13,10 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from llama_index_docmemo.cpu import cpu_call
 from llama_index_docmemo.errors import IngestError
 from llama_index_docmemo.paths import write_atomically
 from llama_index_docmemo.steps import Steps
-from llama_index_docmemo.workers import in_worker
 
 logger = logging.getLogger(__name__)
 
@@ -60,16 +60,16 @@ def render_page_image(image: PageImage) -> Path | None:
 
 def page_image_files(images: list[PageImage]) -> Steps[list[Path | None]]:
     """Steps: the files of ``images``, rendering those not cached yet (inline from the sync
-    driver, in worker processes from the async one)."""
+    driver, on the engine's CPU executor from the async one)."""
     out: list[Path | None] = [i.path if i.path.is_file() else None for i in images]
     missing = [n for n, i in enumerate(images) if out[n] is None and i.renderable]
     if missing:
-        rendered = yield in_worker(render_page_images, [images[n] for n in missing])
+        rendered = yield cpu_call(render_page_images, [images[n] for n in missing])
         for n, path in zip(missing, rendered, strict=True):
             out[n] = path
     return out
 
 
 def render_page_images(images: list[PageImage]) -> list[Path | None]:
-    """:func:`render_page_image` of each (one worker round trip for a round's pages)."""
+    """:func:`render_page_image` of each (one executor round trip for a round's pages)."""
     return [render_page_image(image) for image in images]

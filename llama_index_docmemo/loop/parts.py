@@ -11,6 +11,8 @@ from llama_index_docmemo.errors import QuestionError
 from llama_index_docmemo.levers.rounds import RoundLevers
 
 if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
     from llama_index.core.callbacks import CallbackManager
     from llama_index.core.postprocessor.types import BaseNodePostprocessor
 
@@ -36,6 +38,8 @@ class LoopParts:
         reserved_llm_calls: calls of ``max_llm_calls`` kept for a final answer (streaming).
         round_events: fire LlamaIndex retrieval events per round (off under a retriever,
             whose ``retrieve`` fires them).
+        cpu: where the async driver runs GIL-holding work (renders, layouts: see
+            :mod:`llama_index_docmemo.cpu`; None: asyncio's default thread pool).
     """
 
     store: PageStore
@@ -50,6 +54,7 @@ class LoopParts:
     cache_dir: Path | None = None
     reserved_llm_calls: int = 0
     round_events: bool = True
+    cpu: Executor | None = None
 
 
 def clean_question(question: str, config: DocMemoConfig) -> str:

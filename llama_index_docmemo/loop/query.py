@@ -23,6 +23,7 @@ import numpy as np
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from llama_index_docmemo.cpu import cpu_executor
 from llama_index_docmemo.errors import LLMError
 from llama_index_docmemo.events import (
     DocMemoRoundEndEvent,
@@ -120,8 +121,9 @@ class DocMemoLoop:
 
     async def arun(self) -> DocMemoResult:
         """All rounds with async I/O; blocking work (renders, the embedded store, the
-        encoder) runs off the event loop."""
-        return await arun(self.steps())
+        encoder) runs off the event loop, GIL-holding work on the engine's CPU executor."""
+        with cpu_executor(self.parts.cpu):
+            return await arun(self.steps())
 
     def steps(self) -> Steps[DocMemoResult]:
         """The whole query, read top to bottom: rounds until the stop policy says why to end,

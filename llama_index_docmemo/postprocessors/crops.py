@@ -17,6 +17,7 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import ImageNode, NodeWithScore, QueryBundle
 
+from llama_index_docmemo.cpu import run_cpu
 from llama_index_docmemo.errors import IngestError
 from llama_index_docmemo.ingest.layout.blocks import CROP_KINDS, BBox, LayoutBlock
 from llama_index_docmemo.ingest.layout.cache import LayoutCache
@@ -24,7 +25,6 @@ from llama_index_docmemo.ingest.layout.pymupdf_detect import DetectOptions, dete
 from llama_index_docmemo.ingest.pdf import RENDER_ERRORS
 from llama_index_docmemo.paths import default_cache_dir, write_atomically
 from llama_index_docmemo.postprocessors.crop_ranking import Candidate, select_crops
-from llama_index_docmemo.workers import run_in_worker
 
 logger = logging.getLogger(__name__)
 _HIDDEN_KEYS = ["image_path", "bbox", "doc_version", "source"]
@@ -110,11 +110,12 @@ class CropPostprocessor(BaseNodePostprocessor):
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        """Layout analysis and crop rendering hold the GIL (PyMuPDF): done in a worker process,
-        so the event loop runs on (the layout cache and crop files are shared on disk)."""
+        """Layout analysis and crop rendering hold the GIL (PyMuPDF): done on the engine's CPU
+        executor (:mod:`llama_index_docmemo.cpu`; a process pool shares the layout cache and
+        crop files on disk), so the event loop runs on."""
         settings = self.model_dump(exclude={"callback_manager"})
         query = query_bundle.query_str if query_bundle is not None else None
-        return await run_in_worker(crops_in_worker, settings, nodes, query)
+        return await run_cpu(crops_in_worker, settings, nodes, query)
 
     def blocks_for(self, doc_version: str, source: str, page: int) -> list[LayoutBlock]:
         """Layout blocks of one page: from the cache, else detected with PyMuPDF and stored."""
@@ -199,7 +200,8 @@ class CropPostprocessor(BaseNodePostprocessor):
 def crops_in_worker(
     settings: dict[str, Any], nodes: list[NodeWithScore], query: str | None
 ) -> list[NodeWithScore]:
-    """:meth:`CropPostprocessor._postprocess_nodes` in a worker process, from its settings."""
+    """:meth:`CropPostprocessor._postprocess_nodes` from its settings (picklable, so a process
+    pool may run it)."""
     bundle = QueryBundle(query) if query is not None else None
     return CropPostprocessor(**settings)._postprocess_nodes(nodes, bundle)
 
