@@ -18,7 +18,7 @@ def open_store(
     path: str | Path | None = None,
     url: str | None = None,
     *,
-    encoder: PageEncoder,
+    encoder: PageEncoder | None = None,
     backend: Backend | None = None,
     api_key: str | None = None,
     collection: str = "docmemo_pages",
@@ -33,6 +33,9 @@ def open_store(
         path: folder of an embedded store (Qdrant Edge; ``backend="client"`` opens
             qdrant-client's local mode there instead).
         url / api_key / collection: a Qdrant server or cluster.
+        encoder: the encoder that fills the store; None: the one an existing store records
+            (rebuild it with :meth:`DocMemoIndex.from_store` or ``load_encoder(store.encoder_name,
+            store.encoder_settings)``), the default CPU encoder for a new folder.
         layout: the multivector layout (:mod:`.layouts`); None: the stored one for an existing
             store; a new one gets :data:`~.layouts.PAGE_IMAGE_LAYOUT` for a page-image encoder
             (ColQwen) and :data:`~.layouts.DEFAULT_LAYOUT` for a text encoder.
@@ -41,20 +44,25 @@ def open_store(
             ``quantization_config``, ``timeout``, ``retries``).
 
     Raises:
-        StoreError: neither or both of ``path`` and ``url``, or options the backend lacks.
+        StoreError: neither or both of ``path`` and ``url``, options the backend lacks, or no
+            encoder for a collection that does not exist yet.
     """
     if (path is None) == (url is None):
         raise StoreError("open_store needs exactly one of path= (embedded store) or url= (server)")
     chosen = backend or ("client" if url is not None else "edge")
-    common: dict[str, Any] = {
-        "encoder_name": encoder.name,
-        "dim": encoder.dim,
-        "sparse": encoder.sparse,
-        "fusion": fusion,
-        "idf_scope": idf_scope,
-        "layout": layout,
-        "default_layout": PAGE_IMAGE_LAYOUT if encoder.modality == "image" else DEFAULT_LAYOUT,
-    }
+    if encoder is None and path is not None and not _holds_store(Path(path)):
+        from llama_index_docmemo.encoders import default_encoder
+
+        encoder = default_encoder()
+    common: dict[str, Any] = {"fusion": fusion, "idf_scope": idf_scope, "layout": layout}
+    if encoder is not None:
+        common |= {
+            "encoder_name": encoder.name,
+            "dim": encoder.dim,
+            "sparse": encoder.sparse,
+            "encoder_settings": encoder.settings(),
+            "default_layout": PAGE_IMAGE_LAYOUT if encoder.modality == "image" else DEFAULT_LAYOUT,
+        }
     if chosen == "edge":
         from llama_index_docmemo.store.edge import EdgePageStore
 
@@ -71,3 +79,8 @@ def open_store(
             url=url, api_key=api_key, path=path, collection=collection, **common, **client_options
         )
     raise StoreError(f"backend={backend!r} is not one of edge, client")
+
+
+def _holds_store(path: Path) -> bool:
+    """Whether ``path`` holds an embedded store (Qdrant Edge, or qdrant-client's local mode)."""
+    return path.is_dir() and any(path.iterdir())
