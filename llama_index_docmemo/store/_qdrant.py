@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from llama_index_docmemo.errors import StoreError
+from llama_index_docmemo.errors import NoStoreError, StoreError
 from llama_index_docmemo.faults import fault_point
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.steps import run
@@ -149,9 +149,9 @@ class QdrantLayoutStore(PageStore):
     def encoder_settings(self) -> dict[str, Any]:
         return dict(self._meta.encoder_settings)
 
-    def _no_store(self) -> StoreError:
+    def _no_store(self) -> NoStoreError:
         """Opened without an encoder where there is no store yet."""
-        return StoreError(
+        return NoStoreError(
             f"{self.location} holds no page store yet: give the encoder that will fill it "
             "(open_store(..., encoder=default_encoder()))"
         )

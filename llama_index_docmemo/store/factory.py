@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from llama_index_docmemo.encoders.base import PageEncoder
-from llama_index_docmemo.errors import StoreError
+from llama_index_docmemo.errors import NoStoreError, StoreError
 from llama_index_docmemo.store.base import PageStore
 from llama_index_docmemo.store.layouts import DEFAULT_LAYOUT, PAGE_IMAGE_LAYOUT, MultivectorLayout
 from llama_index_docmemo.store.plans import Fusion, IdfScope
@@ -35,7 +35,7 @@ def open_store(
         url / api_key / collection: a Qdrant server or cluster.
         encoder: the encoder that fills the store; None: the one an existing store records
             (rebuild it with :meth:`DocMemoIndex.from_store` or ``load_encoder(store.encoder_name,
-            store.encoder_settings)``), the default CPU encoder for a new folder.
+            store.encoder_settings)``), the default CPU encoder for a new store.
         layout: the multivector layout (:mod:`.layouts`); None: the stored one for an existing
             store; a new one gets :data:`~.layouts.PAGE_IMAGE_LAYOUT` for a page-image encoder
             (ColQwen) and :data:`~.layouts.DEFAULT_LAYOUT` for a text encoder.
@@ -44,16 +44,46 @@ def open_store(
             ``quantization_config``, ``timeout``, ``retries``).
 
     Raises:
-        StoreError: neither or both of ``path`` and ``url``, options the backend lacks, or no
-            encoder for a collection that does not exist yet.
+        StoreError: neither or both of ``path`` and ``url``, or options the backend lacks.
     """
     if (path is None) == (url is None):
         raise StoreError("open_store needs exactly one of path= (embedded store) or url= (server)")
-    chosen = backend or ("client" if url is not None else "edge")
-    if encoder is None and path is not None and not _holds_store(Path(path)):
-        from llama_index_docmemo.encoders import default_encoder
+    if encoder is None:
+        try:
+            return _open(
+                path,
+                url,
+                None,
+                backend,
+                api_key,
+                collection,
+                fusion,
+                idf_scope,
+                layout,
+                client_options,
+            )
+        except NoStoreError:
+            from llama_index_docmemo.encoders import default_encoder
 
-        encoder = default_encoder()
+            encoder = default_encoder()
+    return _open(
+        path, url, encoder, backend, api_key, collection, fusion, idf_scope, layout, client_options
+    )
+
+
+def _open(
+    path: str | Path | None,
+    url: str | None,
+    encoder: PageEncoder | None,
+    backend: Backend | None,
+    api_key: str | None,
+    collection: str,
+    fusion: Fusion,
+    idf_scope: IdfScope,
+    layout: MultivectorLayout | None,
+    client_options: dict[str, Any],
+) -> PageStore:
+    chosen = backend or ("client" if url is not None else "edge")
     common: dict[str, Any] = {"fusion": fusion, "idf_scope": idf_scope, "layout": layout}
     if encoder is not None:
         common |= {
@@ -79,8 +109,3 @@ def open_store(
             url=url, api_key=api_key, path=path, collection=collection, **common, **client_options
         )
     raise StoreError(f"backend={backend!r} is not one of edge, client")
-
-
-def _holds_store(path: Path) -> bool:
-    """Whether ``path`` holds an embedded store (Qdrant Edge, or qdrant-client's local mode)."""
-    return path.is_dir() and any(path.iterdir())
