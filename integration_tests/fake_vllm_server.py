@@ -11,7 +11,8 @@ llama.cpp, as the real server was seen to answer): "vllm" takes every form; "lla
 "openai" and "ollama" take ``json_schema`` and refuse vLLM's own fields. ``context_window``
 refuses prompts longer than that many tokens (counted as characters / ``chars_per_token``) with
 the OpenAI-style overflow message llama-cpp-python and vLLM send. ``Reply(trickle=s)`` sends the
-body one byte every ``s`` seconds.
+body one byte every ``s`` seconds; a request with ``"stream": true`` is answered as server-sent
+events, a word a chunk.
 """
 
 from __future__ import annotations
@@ -238,6 +239,28 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.fake.trickles_cut += 1  # the client hung up
 
+    def _stream(self, content: str) -> None:
+        """The reply as server-sent events, a word a chunk (``"stream": true``), then [DONE]."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        base = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk"}
+        base |= {"created": int(time.time()), "model": self.fake.model}
+        pieces = [w + " " for w in content.split(" ")]
+        pieces[-1] = pieces[-1][:-1]
+        try:
+            for piece in pieces:
+                delta = {"role": "assistant", "content": piece}
+                chunk = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            last = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+            self.wfile.write(f"data: {json.dumps(last)}\n\ndata: [DONE]\n\n".encode())
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
     def do_GET(self) -> None:
         if self.path.rstrip("/") == "/v1/models":
             card = {"id": self.fake.model, "object": "model", **self.fake.model_card}
@@ -281,6 +304,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, _error("; ".join(request.problems), 400))
         elif reply.status != 200:
             self._send(reply.status, _error(reply.error, reply.status), reply.headers)
+        elif body.get("stream"):
+            self._stream(reply.content)
         else:
             self._send(
                 200, _completion(self.fake.model, reply.content, len(request.text)), reply.headers

@@ -166,7 +166,7 @@ def legacy_store(path: Path) -> None:
                 )
                 payload = {
                     k: v
-                    for k, v in payloads.page_payload(record).items()
+                    for k, v in payloads.page_payload(record, ids.revision(record.doc_version, record.acl)).items()
                     if k
                     not in (
                         payloads.REVISION,

@@ -36,6 +36,10 @@ class StoreError(DocMemoError):
     """The page store could not be opened, or does not match what is asked of it."""
 
 
+class NoStoreError(StoreError):
+    """A store opened for the encoder it records where there is no store yet."""
+
+
 class DocumentRejectedError(StoreError):
     """The store refused one document before writing anything (a name it cannot hold, a bad
     embedding): that document fails, the store is fine and a batch goes on."""

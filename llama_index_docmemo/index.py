@@ -4,26 +4,44 @@ An app that builds ``VectorStoreIndex.from_documents(docs)`` and calls ``as_quer
 changes one name. The Documents of ``SimpleDirectoryReader``, ``PyMuPDFReader`` or ``PDFReader``
 (one per page) are grouped into documents by their ``file_path``; a PDF that exists on disk
 also gives page images, its outline and OCR for pages the reader left empty, otherwise the pages
-are indexed as text. Pages live in a :class:`~llama_index_docmemo.store.base.PageStore` (an
-embedded Qdrant Edge folder by default, or a Qdrant server), one point per page.
+are indexed as text. Their metadata goes with every page. Pages live in a
+:class:`~llama_index_docmemo.store.base.PageStore` (an embedded Qdrant Edge folder by default,
+or a Qdrant server), one point per page.
+
+Not a ``BaseIndex``: that class is built around a docstore of nodes and an index struct
+persisted through a ``StorageContext``; DocMemo's pages, their schema and their versions live in
+the page store, written as they are indexed. A docstore here would be a second, stale copy, so
+the ``BaseIndex`` attributes raise an error pointing to :meth:`DocMemoIndex.from_store`.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
-from collections.abc import Sequence
+import warnings
+from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from llama_index_docmemo.errors import printable
-from llama_index_docmemo.ingest.documents import document_file
+from llama_index.core.chat_engine.types import ChatMode
+
+from llama_index_docmemo.errors import StoreError, printable
+from llama_index_docmemo.ingest.documents import (
+    document_file,
+    names_file,
+    outside_root,
+    skipped_neighbours,
+)
 from llama_index_docmemo.paths import default_store_dir
 from llama_index_docmemo.store.identity import ScopeLike, caller, narrow
+from llama_index_docmemo.store.metadata import user_metadata
 from llama_index_docmemo.types import PageFilter
 
 if TYPE_CHECKING:
     from llama_index.core.chat_engine.types import BaseChatEngine
+    from llama_index.core.llms import LLM
     from llama_index.core.schema import Document
 
     from llama_index_docmemo.encoders.base import PageEncoder
@@ -34,13 +52,28 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+NO_DOCUMENTS = (
+    "DocMemoIndex.from_documents got no Documents: the index holds only what its store already "
+    "held (did the reader match no files?)"
+)
+_BASE_INDEX_ATTRIBUTES = frozenset(
+    {"storage_context", "docstore", "index_struct", "index_id", "vector_store"}
+)
+_REFUSED_CHAT_MODES = {
+    ChatMode.SIMPLE: "it does not read the index: use SimpleChatEngine.from_defaults() directly",
+    ChatMode.REACT: "agents take the engine as a tool: "
+    "FunctionAgent(tools=[QueryEngineTool.from_defaults(index.as_query_engine(), ...)])",
+    ChatMode.OPENAI: "agents take the engine as a tool: "
+    "FunctionAgent(tools=[QueryEngineTool.from_defaults(index.as_query_engine(), ...)])",
+}
+
 
 class DocMemoIndex:
     """Pages of documents in a page store, queried by the DocMemo loop.
 
     Args:
         store: the page store.
-        encoder: the encoder that fills it (default: the one the store was built with).
+        encoder: the encoder that fills it (default: the one the store records).
         tenant / acl: whose documents these are: documents are written with them, and queries
             read as a caller of that tenant holding those groups. Every ``filters`` /
             ``page_filter`` given later only narrows this caller; one that names another tenant
@@ -65,13 +98,25 @@ class DocMemoIndex:
         from llama_index_docmemo.indexing import DocumentIndexer
 
         self.store = store
-        self.encoder = encoder or load_encoder(store.encoder_name)
+        self.encoder = encoder or load_encoder(store.encoder_name, store.encoder_settings)
         self.identity = caller(PageFilter(tenant=tenant, acl_groups=tuple(acl or ()) or None))
         self.tenant = tenant
         self.acl = tuple(acl or ())
         self.root = Path(root) if root is not None else None
         self.indexer = indexer or DocumentIndexer(store, self.encoder)
         self.report: IndexReport | None = None
+        self._reader_ids: dict[str, tuple[str, int]] = {}  # Document.id_ -> (doc id, Documents)
+        _warn_unused_embed_model(self.encoder.name)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _BASE_INDEX_ATTRIBUTES:
+            raise AttributeError(
+                f"DocMemoIndex has no {name}: it is not a LlamaIndex BaseIndex with a docstore "
+                f"(its pages live in the page store, {_where(self.store)}, written as they are "
+                "indexed: nothing to persist, and load_index_from_storage cannot open it); "
+                f"reopen it with DocMemoIndex.from_store({_reopen_argument(self.store)})"
+            )
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # -- building -----------------------------------------------------------------------------
     @classmethod
@@ -87,41 +132,63 @@ class DocMemoIndex:
         show_progress: bool = False,
         **indexer_options: Any,
     ) -> DocMemoIndex:
-        """Index ``documents`` (page Documents of PDF readers, or any Documents with a
-        ``file_path`` / ``file_name``) and return the index.
+        """Index ``documents`` (page Documents of PDF readers, any Documents with a
+        ``file_path`` / ``file_name``, or text Documents, stored under their ``doc_id``) with
+        their metadata, and return the index.
 
-        With ``store=None`` the pages go to an embedded store in the platform's user data folder
+        With ``store=None`` the pages go to an embedded store in :func:`default_store_dir`
         (``$DOCMEMO_STORE_DIR`` overrides; one process at a time may open it). A file that
-        cannot be read is named in a warning and in :attr:`report`; every other one is indexed.
-        ``indexer_options`` go to ``DocumentIndexer`` (``ocr=``, ``summarizer=``...).
+        cannot be read, one outside ``root`` and a PDF beside them that the reader skipped are
+        named in a warning and in :attr:`report`; every other one is indexed. No Documents at
+        all is a warning. ``indexer_options`` go to ``DocumentIndexer`` (``ocr=``,
+        ``summarizer=``...).
         """
         from llama_index_docmemo.indexing import DocumentIndexer
 
         if store is None:
-            from llama_index_docmemo.encoders import default_encoder
             from llama_index_docmemo.store import open_store
 
-            encoder = encoder or default_encoder()
             store = open_store(path=default_store_dir(), encoder=encoder)
         root = root if root is not None else _common_folder(documents)
         index = cls(store, encoder, tenant=tenant, acl=acl, root=root)
         if indexer_options:
             index.indexer = DocumentIndexer(index.store, index.encoder, **indexer_options)
-        index._index_documents(documents, progress=show_progress)
+        report = index._index_documents(documents, progress=show_progress)
+        if not documents:
+            logger.warning(NO_DOCUMENTS)
+            report.warnings.append(NO_DOCUMENTS)
         return index
 
     @classmethod
     def from_store(
         cls,
-        store: PageStore,
+        store: PageStore | str | os.PathLike[str],
         encoder: PageEncoder | None = None,
         *,
         tenant: str | None = None,
         acl: Sequence[str] | None = None,
         root: str | os.PathLike[str] | None = None,
+        **store_options: Any,
     ) -> DocMemoIndex:
-        """An index over what ``store`` already holds."""
-        return cls(store, encoder, tenant=tenant, acl=acl, root=root)
+        """An index over what a store already holds: a :class:`PageStore`, the folder of an
+        embedded store, or a Qdrant server's URL (``store_options`` of :func:`open_store`:
+        ``api_key``, ``collection``...). The encoder is the one the store records."""
+        if not isinstance(store, str | os.PathLike):
+            return cls(store, encoder, tenant=tenant, acl=acl, root=root)
+        from llama_index_docmemo.store import open_store
+
+        where = os.fspath(store)
+        if where.startswith(("http://", "https://")):
+            opened = open_store(url=where, encoder=encoder, **store_options)
+        else:
+            if not Path(where).is_dir() or not any(Path(where).iterdir()):
+                raise StoreError(
+                    f"no page store at {where}: index documents into it first "
+                    f"(DocMemoIndex.from_documents(documents, store=open_store({where!r})) or "
+                    f"docmemo index FOLDER --store {where})"
+                )
+            opened = open_store(path=where, encoder=encoder, **store_options)
+        return cls(opened, encoder, tenant=tenant, acl=acl, root=root)
 
     # -- querying -----------------------------------------------------------------------------
     def scope(self, filters: ScopeLike = None, page_filter: ScopeLike = None) -> PageFilter:
@@ -133,8 +200,9 @@ class DocMemoIndex:
         self, *, filters: ScopeLike = None, page_filter: ScopeLike = None, **kwargs: Any
     ) -> DocMemoQueryEngine:
         """A :class:`~llama_index_docmemo.DocMemoQueryEngine` over the index (``kwargs`` of
-        ``DocMemoQueryEngine.from_defaults``: ``llm``, ``config``, ``images``, ``streaming``...;
-        the reader is ``Settings.llm`` unless given)."""
+        ``DocMemoQueryEngine.from_defaults``: ``llm``, ``config``, ``similarity_top_k``,
+        ``node_postprocessors``, ``response_mode``, ``streaming``, ``images``...; the reader is
+        ``Settings.llm`` unless given)."""
         from llama_index_docmemo.query_engine import DocMemoQueryEngine
 
         return DocMemoQueryEngine.from_defaults(
@@ -152,8 +220,9 @@ class DocMemoIndex:
         page_filter: ScopeLike = None,
         **kwargs: Any,
     ) -> DocMemoRetriever:
-        """A retriever returning the first round's ``similarity_top_k`` pages (``kwargs`` of
-        :class:`~llama_index_docmemo.DocMemoRetriever`: ``config``, ``reranker``...)."""
+        """A retriever returning the first round's ``similarity_top_k`` pages (up to 1000;
+        ``kwargs`` of :class:`~llama_index_docmemo.DocMemoRetriever`: ``config``,
+        ``reranker``...)."""
         from llama_index_docmemo.retriever import DocMemoRetriever
 
         return DocMemoRetriever(
@@ -164,41 +233,93 @@ class DocMemoIndex:
             **kwargs,
         )
 
-    def as_chat_engine(self, **kwargs: Any) -> BaseChatEngine:
-        """A chat engine that condenses each turn into a standalone question and answers it
-        with the DocMemo loop (LlamaIndex's ``CondenseQuestionChatEngine``; ``kwargs`` of
-        :meth:`as_query_engine`, and ``chat_llm`` for the condensing LLM)."""
-        from llama_index.core.chat_engine import CondenseQuestionChatEngine
+    def as_chat_engine(
+        self, chat_mode: ChatMode | str = ChatMode.BEST, llm: LLM | None = None, **kwargs: Any
+    ) -> BaseChatEngine:
+        """A LlamaIndex chat engine over the index.
 
-        chat_llm = kwargs.pop("chat_llm", None)
-        return CondenseQuestionChatEngine.from_defaults(
-            query_engine=self.as_query_engine(**kwargs), llm=chat_llm
+        ``chat_mode``: "best" (the default) and "condense_question" condense each turn into a
+        standalone question the DocMemo loop answers (``CondenseQuestionChatEngine``; the final
+        answer is streamed, so ``stream_chat`` works); "context" and "condense_plus_context"
+        put the pages of :meth:`as_retriever` in the LLM's context (no loop). "simple", "react"
+        and "openai" are refused, saying what to use. ``llm`` reads and chats (default
+        ``Settings.llm``; ``chat_llm`` for another condensing LLM); the other ``kwargs`` go to
+        the chat engine when it takes them (``memory``, ``system_prompt``...), else to
+        :meth:`as_query_engine` / :meth:`as_retriever`.
+        """
+        from llama_index.core.chat_engine import (
+            CondensePlusContextChatEngine,
+            CondenseQuestionChatEngine,
+            ContextChatEngine,
         )
 
+        mode = _chat_mode(chat_mode)
+        chat_llm = kwargs.pop("chat_llm", None) or llm
+        if mode in (ChatMode.BEST, ChatMode.CONDENSE_QUESTION):
+            chat, rest = _split(CondenseQuestionChatEngine.from_defaults, kwargs)
+            rest.setdefault("streaming", True)  # stream_chat needs a StreamingResponse
+            engine = self.as_query_engine(llm=llm, **rest)
+            return CondenseQuestionChatEngine.from_defaults(
+                query_engine=engine, llm=chat_llm, **chat
+            )
+        engine_class = (
+            ContextChatEngine if mode == ChatMode.CONTEXT else CondensePlusContextChatEngine
+        )
+        chat, rest = _split(engine_class.from_defaults, kwargs)
+        return engine_class.from_defaults(retriever=self.as_retriever(**rest), llm=chat_llm, **chat)
+
     # -- keeping it current -------------------------------------------------------------------
-    def insert(self, document: Document) -> None:
+    def insert(self, document: Document, **_: Any) -> None:
         """Index one Document: the whole PDF its ``file_path`` names when that file exists
-        (every page, images, OCR), else the Document's text as a document of its own. A
-        document already stored under the same id is replaced."""
+        (every page, images, OCR), else its text; a Document that names no file is stored
+        under its own ``doc_id``. A document already stored under the same id is replaced; a
+        file outside :attr:`root` is named in a warning and in :attr:`report`."""
+        from llama_index_docmemo.indexing import IndexReport
+
         _, source = document_file(document)
         path = Path(source)
-        if path.is_file() and path.suffix.lower() == ".pdf":
-            report = self.indexer.index_file(
-                path, doc_id=self._doc_id(path), tenant=self.tenant, acl=list(self.acl)
-            )
-            self._keep(report)
-        else:
+        if not (names_file(document) and path.is_file() and path.suffix.lower() == ".pdf"):
             self._index_documents([document])
+            return
+        root = self.root or path.parent
+        relative = Path(os.path.relpath(path.resolve(), Path(root).resolve())).as_posix()
+        if relative.startswith(os.pardir):
+            failure = outside_root(str(path), root)
+            self._keep(IndexReport(failed=[(failure.path, failure.reason)]))
+            return
+        metadata, left_out = user_metadata(document.metadata)
+        report = self.indexer.index_file(
+            path, doc_id=relative, tenant=self.tenant, acl=list(self.acl), metadata=metadata
+        )
+        report.warnings += [f"{path}: {problem}" for problem in left_out]
+        self._reader_ids[document.doc_id] = (relative, 1)
+        self._keep(report)
 
     def delete_ref_doc(self, ref_doc_id: str, **_: Any) -> None:
-        """Remove a document (``ref_doc_id``: its id, as page nodes carry it) with all its
-        pages; a warning when there is no such document."""
-        if not self.store.delete_document(ref_doc_id, tenant=self.tenant):
-            logger.warning("ref_doc_id %r not found, nothing deleted", ref_doc_id)
+        """Remove a document with all its pages. ``ref_doc_id`` is its id, as nodes carry it
+        (``node.ref_doc_id``: the file's path relative to :attr:`root`, or a text Document's
+        ``doc_id``), or the ``doc_id`` of the one Document a file was read from. The id of one
+        page Document of a longer file deletes nothing and the warning names the id to pass."""
+        doc_id, documents = self._reader_ids.get(ref_doc_id, (ref_doc_id, 1))
+        if documents > 1:
+            logger.warning(
+                "ref_doc_id %r is one of the %d page Documents of %r: DocMemo stores whole "
+                "files, nothing deleted; delete_ref_doc(%r) removes the file with all its pages",
+                ref_doc_id,
+                documents,
+                doc_id,
+                doc_id,
+            )
+        elif not self.store.delete_document(doc_id, tenant=self.tenant):
+            logger.warning(
+                "ref_doc_id %r not found, nothing deleted: pass a document id as nodes carry it "
+                "(node.ref_doc_id, e.g. '2023/10k.pdf', the path relative to the indexed folder)",
+                ref_doc_id,
+            )
 
-    def refresh_ref_docs(self, documents: Sequence[Document]) -> list[bool]:
-        """Re-index the documents whose content changed; for each Document given, whether its
-        document was (re)indexed (False: unchanged, or failed: see :attr:`report`)."""
+    def refresh_ref_docs(self, documents: Sequence[Document], **_: Any) -> list[bool]:
+        """Re-index the documents whose content or metadata changed; for each Document given,
+        whether its document was (re)indexed (False: unchanged, or failed: see :attr:`report`)."""
         report = self._index_documents(documents)
         written = set(report.indexed)
         return [_source(d) in written for d in documents]
@@ -214,6 +335,12 @@ class DocMemoIndex:
             root=self.root,
             progress=progress,
         )
+        report.failed += [(exc.path, exc.reason) for exc in skipped_neighbours(documents)]
+        per_document = Counter(report.doc_ids.get(_source(d)) for d in documents)
+        for document in documents:
+            doc_id = report.doc_ids.get(_source(document))
+            if doc_id is not None:
+                self._reader_ids[document.doc_id] = (doc_id, per_document[doc_id])
         return self._keep(report)
 
     def _keep(self, report: IndexReport) -> IndexReport:
@@ -222,15 +349,70 @@ class DocMemoIndex:
             logger.warning("not indexed: %s: %s", printable(source), printable(reason))
         return report
 
-    def _doc_id(self, path: Path) -> str:
-        root = self.root or path.parent
-        return Path(os.path.relpath(path.resolve(), Path(root).resolve())).as_posix()
+
+def _chat_mode(chat_mode: ChatMode | str) -> ChatMode:
+    """The chat mode DocMemo serves, or a ValueError naming it and the modes there are."""
+    try:
+        mode = ChatMode(chat_mode)
+    except ValueError:
+        known = ", ".join(m.value for m in ChatMode if m not in _REFUSED_CHAT_MODES)
+        raise ValueError(
+            f"chat_mode={chat_mode!r} is not a chat mode (DocMemo's: {known})"
+        ) from None
+    if mode in _REFUSED_CHAT_MODES:
+        raise ValueError(
+            f"chat_mode={mode.value!r} is not served by DocMemoIndex: {_REFUSED_CHAT_MODES[mode]}"
+        )
+    return mode
+
+
+def _split(
+    factory: Callable[..., Any], kwargs: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``kwargs`` the chat engine's ``from_defaults`` names, and the rest."""
+    named = set(inspect.signature(factory).parameters) - {"kwargs", "llm"}
+    chat = {k: v for k, v in kwargs.items() if k in named}
+    return chat, {k: v for k, v in kwargs.items() if k not in named}
+
+
+def _warn_unused_embed_model(encoder_name: str) -> None:
+    """Say (once per place it is built from) that ``Settings.embed_model`` is not used."""
+    from llama_index.core.embeddings import MockEmbedding
+    from llama_index.core.settings import Settings
+
+    from llama_index_docmemo.encoders.embedding import EncoderEmbedding
+
+    try:
+        embed_model = Settings.embed_model
+    except (ValueError, ImportError):  # LlamaIndex's default (OpenAI) has no key here: unset
+        return
+    if isinstance(embed_model, MockEmbedding | EncoderEmbedding):  # none, or this package's
+        return
+    warnings.warn(
+        f"Settings.embed_model ({type(embed_model).__name__}) is not used: DocMemo searches "
+        f"pages with its page encoder {encoder_name!r} (one multivector a page scored by "
+        "MaxSim, fused with BM25), which one embedding vector a page cannot stand in for; "
+        "choose the page encoder with encoder=",
+        UserWarning,
+        stacklevel=3,
+    )
+
+
+def _where(store: PageStore) -> str:
+    return str(getattr(store, "location", type(store).__name__))
+
+
+def _reopen_argument(store: PageStore) -> str:
+    path = getattr(store, "path", None) or getattr(store, "_url", None)
+    return repr(str(path)) if path else "store"
 
 
 def _source(document: Document) -> str:
     """The source a Document's pages are reported under (an existing file's absolute path)."""
     _, source = document_file(document)
-    return os.path.abspath(source) if os.path.isfile(source) else source
+    if names_file(document) and os.path.isfile(source):
+        return os.path.abspath(source)
+    return source
 
 
 def _common_folder(documents: Sequence[Document]) -> Path | None:

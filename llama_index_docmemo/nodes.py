@@ -1,8 +1,10 @@
 """Pages as LlamaIndex nodes: one node type for a page (text, and its image once rendered).
 
 ``Node(text_resource=..., image_resource=...)`` carries both page text and page image, which
-``ImageNode`` does not. Metadata holds this package's keys (``doc_id``, ``page``, ``kind``...)
-and the keys LlamaIndex readers and apps use (``file_name``, ``file_path``, ``page_label``).
+``ImageNode`` does not. Metadata holds the app's own keys (its Documents' metadata), this
+package's keys (``doc_id``, ``page``, ``kind``...) and the keys LlamaIndex readers and apps use
+(``file_name``, ``file_path``, ``page_label``); the package's win over an app key of the same
+name. Crops (:mod:`.postprocessors.crops`) copy their page's metadata and relationship.
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ _HIDDEN = ["doc_version", "source", "kind", "file_path", "summary"]
 def page_node(record: PageRecord, *, image_path: Path | None = None, summary: str = "") -> Node:
     """A page as a node: its text, optionally its rendered image, and citation metadata
     (``file_name`` the file's name, ``file_path`` its absolute path, ``doc_id`` and
-    ``ref_doc_id`` the document id, ``page_label`` the 1-based page number)."""
+    ``ref_doc_id`` the document id, ``page_label`` the 1-based page number) beside the app's
+    own keys."""
     source = record.source
     metadata = {
+        **record.metadata,
         "kind": "page",
         "doc_id": record.doc_id,
         "page": record.page,

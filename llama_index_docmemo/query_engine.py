@@ -10,7 +10,7 @@ prompts (``get_prompts``/``update_prompts``), streaming, callbacks.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Generator
+from collections.abc import AsyncGenerator, Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,8 +25,10 @@ from llama_index.core.base.response.schema import (
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
+from llama_index.core.response_synthesizers.type import ResponseMode
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.settings import Settings
+from pydantic import ValidationError
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.events import counting_llm_calls
@@ -73,6 +75,54 @@ def configured_llm() -> LLM | None:
     return None if type(llm) is MockLLM else llm
 
 
+ENGINE_ARGUMENTS = frozenset(
+    {"evidence_images", "cache_dir", "answer_prompt"}  # DocMemoQueryEngine's own
+)
+_LLAMAINDEX_HINTS = {
+    "text_qa_template": "the reader's prompts are 'reader:system' / 'reader:reply' "
+    "(engine.update_prompts), the streamed answer's is answer_prompt=",
+    "refine_template": "there is no refine step: the reader writes the answer",
+    "summary_template": "there is no summary step: the reader writes the answer",
+    "doc_ids": "scope documents with filters=MetadataFilters([MetadataFilter(key='doc_id', "
+    "value=[...], operator='in')])",
+    "embed_model": "pages are searched with the store's own encoder (encoder=)",
+    "vector_store_query_mode": "the store always fuses its dense and BM25 branches",
+    "sparse_top_k": "the store fuses config.selection.candidates candidates",
+    "output_cls": "DocMemo answers in text; use the LLM's structured_predict on response.response",
+}
+
+
+def check_engine_arguments(kwargs: dict[str, Any]) -> None:
+    """Refuse, by name, arguments of LlamaIndex's engines that DocMemo has no use for (a
+    silent ignore would look like a setting that took effect)."""
+    unknown = sorted(set(kwargs) - ENGINE_ARGUMENTS)
+    if not unknown:
+        return
+    details = "; ".join(
+        f"{name!r}: {_LLAMAINDEX_HINTS[name]}" if name in _LLAMAINDEX_HINTS else repr(name)
+        for name in unknown
+    )
+    raise TypeError(
+        f"DocMemoQueryEngine does not take {details} (it takes llm, reasoner, config, filters, "
+        "similarity_top_k, node_postprocessors, reranker, response_mode='compact', streaming, "
+        f"images, callback_manager, {', '.join(sorted(ENGINE_ARGUMENTS))})"
+    )
+
+
+def _with_top_k(config: DocMemoConfig, similarity_top_k: int | None) -> DocMemoConfig:
+    """``config`` reading ``similarity_top_k`` pages a round, or a ValueError naming it."""
+    if similarity_top_k is None:
+        return config
+    try:
+        return config.updated(pages_per_round=similarity_top_k)
+    except ValidationError as exc:
+        raise ValueError(
+            f"similarity_top_k={similarity_top_k!r}: the DocMemo engine reads that many pages a "
+            f"round (pages_per_round: {exc.errors()[0]['msg']}); for more pages at once use "
+            "index.as_retriever(similarity_top_k=...)"
+        ) from None
+
+
 NO_LLM_WARNING = (
     "DocMemo has no LLM: reading with the offline reader, which labels pages from their text "
     "and rarely gives an exact answer. Set Settings.llm (any LlamaIndex LLM, e.g. "
@@ -87,7 +137,8 @@ class DocMemoQueryEngine(BaseQueryEngine):
         retriever: the store, encoder, config, scope and reranker (selection step).
         reasoner: reads the pages and labels them (VLM/LLM reader, offline, or simulated).
         crop_postprocessor: adds table/figure crops of the pages read (adaptive granularity).
-        llm: writes the streamed final answer when ``streaming`` is on.
+        llm: writes the streamed final answer when ``streaming`` is on (without one, the
+            loop's answer is streamed as one chunk).
         evidence_images: attach the rendered page image to each evidence node.
         cache_dir: where rendered evidence pages are cached.
         answer_prompt: the final-answer prompt (``{question}``, ``{draft}``, ``{evidence}``).
@@ -106,8 +157,6 @@ class DocMemoQueryEngine(BaseQueryEngine):
         answer_prompt: BasePromptTemplate | None = None,
     ) -> None:
         super().__init__(callback_manager=callback_manager or retriever.callback_manager)
-        if streaming and llm is None:
-            raise ValueError("streaming=True needs an llm to stream the final answer")
         self.retriever = retriever
         self.reasoner = reasoner
         self.crop_postprocessor = crop_postprocessor
@@ -135,6 +184,9 @@ class DocMemoQueryEngine(BaseQueryEngine):
         streaming: bool = False,
         callback_manager: CallbackManager | None = None,
         images: ImagesSetting = "auto",
+        similarity_top_k: int | None = None,
+        node_postprocessors: Sequence[BaseNodePostprocessor] | None = None,
+        response_mode: ResponseMode | str = ResponseMode.COMPACT,
         cpu_executor: Executor | None = None,
         **kwargs: Any,
     ) -> DocMemoQueryEngine:
@@ -151,7 +203,32 @@ class DocMemoQueryEngine(BaseQueryEngine):
         added; with ``llm_rerank``, the schema-summary LLM reranker. ``cpu_executor``: where
         async queries run GIL-holding work (default: one thread of the engine's own; see
         :mod:`llama_index_docmemo.cpu`).
+
+        LlamaIndex's names: ``similarity_top_k`` is the pages read per round
+        (``pages_per_round``), ``node_postprocessors`` run in order as the rerank stage of each
+        round (instead of ``reranker``), ``response_mode`` may only be "compact" (the reader
+        writes the answer: there is no synthesizer over chunks to choose); any other argument
+        is refused by name (:func:`check_engine_arguments`).
         """
+        check_engine_arguments(kwargs)
+        if str(getattr(response_mode, "value", response_mode)) != ResponseMode.COMPACT.value:
+            raise ValueError(
+                f"response_mode={response_mode!r}: DocMemo's reader writes the answer from the "
+                "pages each round reads, so there is no synthesizer over chunks to choose; use "
+                "the default ('compact'), or streaming=True for a final answer written by the "
+                "LLM from the evidence"
+            )
+        config = _with_top_k(config or DocMemoConfig(), similarity_top_k)
+        if node_postprocessors:
+            if reranker is not None:
+                raise ValueError("give reranker= or node_postprocessors=, not both")
+            from llama_index_docmemo.postprocessors.chain import PostprocessorChain
+
+            reranker = (
+                node_postprocessors[0]
+                if len(node_postprocessors) == 1
+                else PostprocessorChain(postprocessors=list(node_postprocessors))
+            )
         if encoder is None:
             from llama_index_docmemo.encoders import default_encoder
 
@@ -169,7 +246,6 @@ class DocMemoQueryEngine(BaseQueryEngine):
 
                 logger.warning(NO_LLM_WARNING)
                 reasoner = OfflineReasoner()
-        config = config or DocMemoConfig()
         if crop_postprocessor is None and llm is not None and config.loop.adaptive_granularity:
             from llama_index_docmemo.postprocessors.crops import CropPostprocessor
 
@@ -265,7 +341,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
     async def astream(self, question: str) -> AsyncStreamingResponse:
         """Run the loop, then stream the final answer (needs ``streaming=True``)."""
         if not self.streaming:
-            raise ValueError("astream needs an engine built with streaming=True and an llm")
+            raise ValueError("astream needs an engine built with streaming=True")
         response = await self.aquery(question)
         assert isinstance(response, AsyncStreamingResponse)
         return response

@@ -8,6 +8,7 @@ graphs); the query engine runs the full loop from it.
 
 from __future__ import annotations
 
+import logging
 from concurrent.futures import Executor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,8 @@ from llama_index_docmemo.loop import DocMemoLoop, LoopParts
 from llama_index_docmemo.loop.reading import selected_nodes
 from llama_index_docmemo.steps import arun, run
 from llama_index_docmemo.store.identity import ScopeLike, caller
+from llama_index_docmemo.store.metadata import has_key, user_keys
+from llama_index_docmemo.types import PageFilter
 
 if TYPE_CHECKING:
     from llama_index.core.postprocessor.types import BaseNodePostprocessor
@@ -32,6 +35,38 @@ if TYPE_CHECKING:
     from llama_index_docmemo.store.base import PageStore
 
 __all__ = ["DocMemoRetriever", "ScopeLike"]
+
+logger = logging.getLogger(__name__)
+
+MAX_TOP_K = 1000
+"""The most pages ``retrieve`` returns: the most candidates a round may search."""
+
+
+def _first_round_config(config: DocMemoConfig, top_k: int | None) -> DocMemoConfig:
+    """What ``retrieve`` runs: one round choosing ``top_k`` pages among at least as many
+    candidates. It reads nothing, so ``top_k`` is not bound by the reading cap of
+    ``pages_per_round`` (50 pages a reader is shown at once)."""
+    if top_k is None:
+        return config
+    wider = config.updated(candidates=max(config.selection.candidates, top_k))
+    loop = wider.loop.model_copy(update={"pages_per_round": top_k})
+    return wider.model_copy(update={"loop": loop})
+
+
+def warn_unknown_keys(store: PageStore, scope: PageFilter) -> list[str]:
+    """Name the filter's metadata keys that no page the caller may read holds (a misspelt key
+    would otherwise look like a missing answer); returns them."""
+    keys = sorted(set(user_keys(scope.where)))
+    reach = PageFilter(doc_ids=scope.doc_ids, tenant=scope.tenant, acl_groups=scope.acl_groups)
+    missing = [k for k in keys if store.count_pages(replace(reach, where=has_key(k))) == 0]
+    if missing:
+        logger.warning(
+            "filter on metadata key %s: no document in scope has %s, so the filter matches no "
+            "page (check the spelling, or index the documents with that key)",
+            ", ".join(repr(k) for k in missing),
+            "it" if len(missing) == 1 else "them",
+        )
+    return missing
 
 
 class DocMemoRetriever(BaseRetriever):
@@ -70,21 +105,24 @@ class DocMemoRetriever(BaseRetriever):
                 f"the store was built with encoder {store.encoder_name!r}, "
                 f"but the retriever was given {encoder.name!r}"
             )
-        if similarity_top_k is not None and similarity_top_k < 1:
-            raise ValueError(f"similarity_top_k must be at least 1, got {similarity_top_k}")
+        if similarity_top_k is not None and not 1 <= similarity_top_k <= MAX_TOP_K:
+            raise ValueError(f"similarity_top_k must be in 1..{MAX_TOP_K}, got {similarity_top_k}")
         self.store = store
         self.encoder = encoder
         self.config = config or DocMemoConfig()
         self.page_filter = caller(page_filter)
+        warn_unknown_keys(store, self.page_filter)
         self.reranker = reranker
         self.similarity_top_k = similarity_top_k
-        self._retrieve_config = (  # what retrieve() runs: one round of similarity_top_k pages
-            self.config
-            if similarity_top_k is None
-            else self.config.updated(pages_per_round=similarity_top_k)
-        )
+        self._retrieve_config = _first_round_config(self.config, similarity_top_k)
         self.levers = RoundLevers(store, encoder, self.config.levers, self.config.selection)
         self.cpu_executor = cpu_executor or default_executor()
+        wider = self._retrieve_config.selection
+        self._retrieve_levers = (  # retrieve()'s candidates: at least similarity_top_k
+            self.levers
+            if wider == self.config.selection
+            else RoundLevers(store, encoder, self.config.levers, wider)
+        )
 
     def loop_parts(self, **overrides: Any) -> LoopParts:
         """The shared components of a loop over this retriever's store (``overrides`` add a
@@ -102,7 +140,7 @@ class DocMemoRetriever(BaseRetriever):
         return replace(parts, **overrides)
 
     def _first_round(self, question: str) -> DocMemoLoop:
-        parts = self.loop_parts(config=self._retrieve_config)
+        parts = self.loop_parts(config=self._retrieve_config, levers=self._retrieve_levers)
         return DocMemoLoop(parts, question, self.page_filter)
 
     # -- BaseRetriever hooks ------------------------------------------------------------------

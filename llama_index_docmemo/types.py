@@ -82,6 +82,8 @@ class PageRecord:
     width: float = 0.0
     height: float = 0.0
     ocr: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """The app's own keys (a Document's metadata, ``--meta``), JSON values."""
 
     @property
     def ref(self) -> PageRef:

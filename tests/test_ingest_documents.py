@@ -61,12 +61,35 @@ def test_documents_without_a_file_hash_their_text_and_flag_empty_pages() -> None
     assert changed[0].doc_version != memo.doc_version
 
 
-def test_documents_naming_no_file_are_failures_and_others_still_parse() -> None:
-    orphan = Document(text="floating text", id_="abc")
+def test_a_document_naming_no_file_is_a_document_of_its_own_under_its_id() -> None:
+    orphan = Document(text="floating text", id_="faq/42", metadata={"team": "risk"})
     good = Document(text="page", metadata={"file_name": "a.pdf"})
     parsed, failures = parse_documents([orphan, good])
-    assert [p.doc_id for p in parsed] == ["a.pdf"]
-    assert failures[0].path == "Document abc" and "file_name" in failures[0].reason
+    assert failures == []
+    assert sorted(p.doc_id for p in parsed) == ["a.pdf", "faq/42"]
+    faq = next(p for p in parsed if p.doc_id == "faq/42")
+    assert faq.pages[0].text == "floating text" and faq.metadata == {"team": "risk"}
+
+
+def test_reader_metadata_is_kept_per_document_and_page_and_reserved_keys_are_named() -> None:
+    pages = [
+        Document(
+            text=f"page {n}",
+            metadata={
+                "file_name": "a.pdf",
+                "page_label": str(n),
+                "year": 2023,
+                "part": n,
+                "tenant": "evil",
+                "kind": "x",
+            },
+        )
+        for n in (1, 2)
+    ]
+    (parsed,), _ = parse_documents(pages)
+    assert parsed.metadata == {"year": 2023}  # shared by every page
+    assert [p.metadata for p in parsed.pages] == [{"part": 1}, {"part": 2}]
+    assert len(parsed.warnings) == 1 and "'kind', 'tenant'" in parsed.warnings[0]
 
 
 def test_empty_pages_of_a_readable_file_get_ocr_text(tmp_path: Path) -> None:

@@ -243,10 +243,10 @@ def test_index_documents_and_skip_on_second_run(tmp_path: Path, parts) -> None:
     ]
     indexer = DocumentIndexer(store, encoder, ocr=False)
     report = indexer.index_documents(docs)
-    assert report.indexed == ["memo.pdf"] and report.pages == 2
-    assert report.failed == [("Document x", report.failed[0][1])]
+    assert report.indexed == ["memo.pdf", "x"] and report.pages == 3  # x: under its own id
+    assert report.failed == []
     assert encoder.batches[0][0].load_image is None, "no file: nothing to render"
-    assert indexer.index_documents(docs[:2]).unchanged == ["memo.pdf"]
+    assert indexer.index_documents(docs).unchanged == ["memo.pdf", "x"]
 
 
 def test_expand_paths_recurses_folders_for_pdfs_only(tmp_path: Path) -> None:

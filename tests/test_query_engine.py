@@ -363,8 +363,14 @@ async def test_astream_awaits_the_loop_and_streams(store) -> None:
     assert response.metadata["docmemo"]["answer"] == "".join(tokens)
 
 
-def test_streaming_without_an_llm_is_refused(store) -> None:
-    with pytest.raises(ValueError, match="needs an llm"):
-        DocMemoQueryEngine.from_defaults(
-            store=store, encoder=BagOfWordsEncoder(), reasoner=GoldReasoner(GOLD), streaming=True
-        )
+def test_streaming_without_an_llm_streams_the_loops_answer_in_one_chunk(store) -> None:
+    engine = DocMemoQueryEngine.from_defaults(
+        store=store,
+        encoder=BagOfWordsEncoder(),
+        reasoner=GoldReasoner(GOLD),
+        streaming=True,
+        evidence_images=False,
+    )
+    response = engine.query(QUESTION)
+    chunks = list(response.response_gen)
+    assert len(chunks) == 1 and chunks[0] == response.metadata["docmemo"]["answer"]

@@ -86,7 +86,7 @@ def test_revision_changes_with_content_or_access_only() -> None:
 
 def test_page_payload_round_trips_every_field_and_marks_kind() -> None:
     record = _record()
-    payload = payloads.page_payload(record)
+    payload = payloads.page_payload(record, ids.revision(record.doc_version, record.acl))
     assert payload[payloads.KIND] == payloads.KIND_PAGE
     assert set(payload) == {
         *payloads.PAGE_FIELDS,
@@ -100,7 +100,7 @@ def test_page_payload_round_trips_every_field_and_marks_kind() -> None:
     assert payload[access.DOC_KEY] == ids.document_point_id("acme", "report.pdf")
     assert payload[access.ACCESS] == ["finance"] and payload[access.TENANT_KEY] == "acme"
     assert payloads.record_from_payload(payload) == record
-    public = payloads.page_payload(_record(tenant=None, acl=[]))
+    public = payloads.page_payload(_record(tenant=None, acl=[]), "rev")
     assert public[access.ACCESS] == [access.PUBLIC]
     assert public[access.TENANT_KEY] == access.NO_TENANT
 
@@ -163,7 +163,7 @@ def test_file_name_is_the_basename_nodes_show() -> None:
     assert payloads.file_name("", "2023/10k.pdf") == "10k.pdf"
     assert payloads.file_name("C:\\reports\\10k.pdf", "10k.pdf") == "10k.pdf"
     page = payloads.page_payload(
-        _record(source="/data/reports/2023/10k.pdf", doc_id="2023/10k.pdf")
+        _record(source="/data/reports/2023/10k.pdf", doc_id="2023/10k.pdf"), "rev"
     )
     assert page[payloads.FILE_NAME] == "10k.pdf" and page["doc_id"] == "2023/10k.pdf"
     record = payloads.document_payload(_schema(doc_id="2023/10k.pdf", source="/r/2023/10k.pdf"))

@@ -17,10 +17,13 @@ __all__ = ["add_llm_args", "build_parser", "llm_from_args", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     from llama_index_docmemo.cli import documents, harness, questions
+    from llama_index_docmemo.paths import default_store_dir
 
     parser = argparse.ArgumentParser(
         prog="docmemo",
         description="DocMemo: question answering over long PDFs with memory-guided retrieval.",
+        epilog=f"DocMemoIndex.from_documents(store=None) writes to {default_store_dir()} "
+        "(reopen: DocMemoIndex.from_store(that folder)); docmemo where lists every default folder",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     sub = parser.add_subparsers(dest="command", required=True)

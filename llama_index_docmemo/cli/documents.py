@@ -36,6 +36,13 @@ def register(sub: Any) -> None:
         "given one by one, their common folder)",
     )
     p.add_argument("--id", default=None, help="explicit doc id for a single PDF file")
+    p.add_argument(
+        "--meta",
+        action="append",
+        metavar="KEY=VALUE",
+        help="metadata stored with every page, shown on nodes and filterable "
+        "(MetadataFilter(key=KEY, ...)); JSON values keep their type (year=2023); repeatable",
+    )
     p.add_argument("--ocr", choices=["auto", "on", "off"], default="auto")
     p.add_argument(
         "--layout",
@@ -66,6 +73,11 @@ def register(sub: Any) -> None:
     )
     p.set_defaults(func=cmd_index)
 
+    p = sub.add_parser(
+        "where", help="where the page stores and caches are by default (DocMemoIndex, docmemo)"
+    )
+    p.set_defaults(func=cmd_where)
+
     p = sub.add_parser("list", help="documents in the store (of one tenant, visible to groups)")
     options.add_store_args(p)
     options.add_scope_args(p, docs=False)
@@ -83,7 +95,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     from llama_index_docmemo.indexing import DocumentIndexer
 
     executor = index_executor(args)  # before any work: bad flags, Ray missing
-    encoder = options.encoder(args)
+    metadata = options.metadata(args.meta)
+    requested = options.encoder(args)
     summarizer = None
     llm = options.llm_from_args(args)
     if llm is not None:
@@ -92,13 +105,18 @@ def cmd_index(args: argparse.Namespace) -> int:
         summarizer = VLMPageSummarizer(llm, images=options.images(args))
     if args.id is not None and len(args.paths) != 1:
         raise DocMemoError("--id names one document: give exactly one PDF file with it")
-    with options.store(args, encoder, create=True) as store:
+    with options.store(args, requested, create=True) as store:
+        encoder = options.store_encoder(store, requested)
         indexer = DocumentIndexer(
             store, encoder, ocr=args.ocr, summarizer=summarizer, batch_size=args.batch_size
         )
         if args.id is not None:
             report = indexer.index_file(
-                args.paths[0], doc_id=args.id, tenant=args.tenant, acl=args.acl or None
+                args.paths[0],
+                doc_id=args.id,
+                tenant=args.tenant,
+                acl=args.acl or None,
+                metadata=metadata,
             )
         else:
             report = indexer.index_paths(
@@ -108,6 +126,7 @@ def cmd_index(args: argparse.Namespace) -> int:
                 root=args.root,
                 progress=not args.quiet,
                 executor=executor,
+                metadata=metadata,
             )
         if args.layout != "none":
             report.warnings += index_layouts(report.indexed, args.layout)
@@ -157,10 +176,20 @@ def index_layouts(sources: list[str], method: str) -> list[str]:
     return warnings
 
 
+def cmd_where(args: argparse.Namespace) -> int:
+    """The default folders: of ``DocMemoIndex.from_documents(store=None)``, of ``--store``,
+    and of rendered pages and crops."""
+    from llama_index_docmemo.paths import default_cache_dir, default_store_dir
+
+    print(f"DocMemoIndex store (store=None; $DOCMEMO_STORE_DIR): {default_store_dir()}")
+    print(f"docmemo --store default ($DOCMEMO_STORE): {options.DEFAULT_STORE.absolute()}")
+    print(f"cache of page images and crops ($DOCMEMO_CACHE_DIR): {default_cache_dir()}")
+    return 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     """The documents the caller (tenant, groups) may see, one per line or as JSON."""
-    encoder = options.encoder(args)
-    with options.store(args, encoder) as store:
+    with options.store(args, options.encoder(args)) as store:
         schemas = store.list_documents(options.page_filter(args))
     rows = [
         {
@@ -185,9 +214,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_delete(args: argparse.Namespace) -> int:
     """Delete documents of one tenant by id; a missing one is an error (exit 1), the rest go."""
-    encoder = options.encoder(args)
     missing: list[str] = []
-    with options.store(args, encoder) as store:
+    with options.store(args, options.encoder(args)) as store:
         for doc_id in args.docs:
             if store.delete_document(doc_id, tenant=args.tenant):
                 print(f"deleted {doc_id}")

@@ -26,7 +26,11 @@ def add_store_args(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--api-key", default=os.environ.get("DOCMEMO_QDRANT_API_KEY"))
     group.add_argument("--collection", default="docmemo_pages")
-    group.add_argument("--encoder", default=None, help="encoder name (default: the CPU default)")
+    group.add_argument(
+        "--encoder",
+        default=None,
+        help="encoder name (default: the one the store records; the CPU default for a new store)",
+    )
 
 
 def add_llm_args(parser: argparse.ArgumentParser) -> None:
@@ -95,9 +99,17 @@ def add_scope_args(parser: argparse.ArgumentParser, *, docs: bool = True) -> Non
 
 
 def encoder(args: argparse.Namespace) -> Any:
-    from llama_index_docmemo.encoders import default_encoder, load_encoder
+    """The ``--encoder`` asked for, or None: the store's own (see :func:`store_encoder`)."""
+    from llama_index_docmemo.encoders import load_encoder
 
-    return load_encoder(args.encoder) if args.encoder else default_encoder()
+    return load_encoder(args.encoder) if args.encoder else None
+
+
+def store_encoder(page_store: Any, page_encoder: Any) -> Any:
+    """``page_encoder``, else the encoder ``page_store`` records."""
+    from llama_index_docmemo.encoders import load_encoder
+
+    return page_encoder or load_encoder(page_store.encoder_name, page_store.encoder_settings)
 
 
 def store(args: argparse.Namespace, page_encoder: Any, *, create: bool = False) -> Any:
@@ -114,6 +126,23 @@ def store(args: argparse.Namespace, page_encoder: Any, *, create: bool = False) 
             f"no page store at {path}: index documents first (docmemo index PDF... --store {path})"
         )
     return open_store(path=path, encoder=page_encoder)
+
+
+def metadata(pairs: list[str] | None) -> dict[str, Any]:
+    """``--meta key=value`` pairs: values that read as JSON (2023, true, ["a"]) keep their
+    type, any other is a string."""
+    import json
+
+    found: dict[str, Any] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise DocMemoError(f"--meta {pair!r}: expected KEY=VALUE")
+        try:
+            found[key.strip()] = json.loads(value)
+        except ValueError:
+            found[key.strip()] = value
+    return found
 
 
 def images(args: argparse.Namespace) -> Any:

@@ -38,8 +38,9 @@ def register(sub: Any) -> None:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    encoder = options.encoder(args)
-    with options.store(args, encoder) as store:
+    requested = options.encoder(args)
+    with options.store(args, requested) as store:
+        encoder = options.store_encoder(store, requested)
         hits = store.search(
             encoder.encode_query(args.query), limit=args.k, page_filter=options.page_filter(args)
         )
@@ -59,8 +60,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from llama_index_docmemo.query_engine import DocMemoQueryEngine
     from llama_index_docmemo.types import PageFilter
 
-    encoder = options.encoder(args)
-    with options.store(args, encoder) as store:
+    requested = options.encoder(args)
+    with options.store(args, requested) as store:
+        encoder = options.store_encoder(store, requested)
         scope = options.page_filter(args)
         if store.count_pages(scope) == 0:
             # only documents this caller may see are named (never another tenant's)

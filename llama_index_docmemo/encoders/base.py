@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from llama_index_docmemo.types import PageEmbedding, PageInput, QueryEmbedding
 
@@ -35,3 +35,9 @@ class PageEncoder(ABC):
 
     def encode_query(self, query: str) -> QueryEmbedding:
         return self.encode_queries([query])[0]
+
+    def settings(self) -> dict[str, Any]:
+        """What rebuilds this encoder beside its name (JSON values, stored in the page store's
+        record, so that ``open_store(path)`` needs no encoder): see
+        :func:`~llama_index_docmemo.encoders.load_encoder`."""
+        return {}

@@ -128,6 +128,8 @@ class ColQwenEncoder(PageEncoder):
             query_batch_size=query_batch_size,
             storage_dtype=storage_dtype,
         )
+        self.source = where
+        self.max_visual_tokens = max_visual_tokens
 
     @classmethod
     def from_model(
@@ -152,6 +154,17 @@ class ColQwenEncoder(PageEncoder):
         )
         return encoder
 
+    def settings(self) -> dict[str, Any]:
+        """The model (folder or hub id) and what changes its vectors; device and batch sizes
+        belong to the machine, not the store."""
+        found = {"storage_dtype": self.storage_dtype}
+        if self.source is not None:
+            found |= {
+                "model_name_or_path": self.source,
+                "max_visual_tokens": self.max_visual_tokens,
+            }
+        return found
+
     def _setup(
         self,
         model: Any,
@@ -164,6 +177,8 @@ class ColQwenEncoder(PageEncoder):
     ) -> None:
         if batch_size < 1 or query_batch_size < 1:
             raise ValueError("batch_size and query_batch_size must be positive")
+        self.source: str | None = None  # the model folder or hub id, when loaded from one
+        self.max_visual_tokens: int | None = None
         if storage_dtype not in ("float32", "float16"):
             raise ValueError(f"storage_dtype must be 'float32' or 'float16', got {storage_dtype!r}")
         self._torch = _torch()

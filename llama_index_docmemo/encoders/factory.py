@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from llama_index_docmemo.encoders.base import PageEncoder
 from llama_index_docmemo.encoders.wordllama import WordLlamaEncoder
@@ -19,31 +21,35 @@ def default_encoder() -> WordLlamaEncoder:
     return WordLlamaEncoder()
 
 
-def load_encoder(name: str) -> PageEncoder:
-    """The encoder whose :attr:`PageEncoder.name` is ``name`` (as stored with a page store).
+def load_encoder(name: str, settings: Mapping[str, Any] | None = None) -> PageEncoder:
+    """The encoder whose :attr:`PageEncoder.name` is ``name``, built with ``settings`` (its
+    :meth:`PageEncoder.settings`, as a page store records both).
 
     ``colqwen2.5:<folder or hub id>`` (or ``colqwen:<...>``) builds a :class:`ColQwenEncoder`
-    (extra ``colqwen``); a bare ``colqwen2.5:<folder name>`` is resolved through
-    ``$DOCMEMO_COLQWEN_PATH`` when that names the model folder.
+    (extra ``colqwen``) from the recorded model folder, else from the name; a bare
+    ``colqwen2.5:<folder name>`` is resolved through ``$DOCMEMO_COLQWEN_PATH`` when that names
+    the model folder.
 
     Raises:
-        ValueError: ``name`` is not an encoder this package can rebuild from its name.
+        ValueError: ``name`` is not an encoder this package can rebuild.
     """
+    settings = dict(settings or {})
     family, _, source = name.partition(":")
     if family in ("colqwen", "colqwen2.5") and source:
         from llama_index_docmemo.encoders.colqwen import ColQwenEncoder
 
         local = os.environ.get("DOCMEMO_COLQWEN_PATH")
+        recorded = settings.pop("model_name_or_path", None)
         if local and Path(local).name == source:
-            return ColQwenEncoder(local)
-        return ColQwenEncoder(source)
+            return ColQwenEncoder(local, name=name, **settings)
+        return ColQwenEncoder(recorded or source, name=name, **settings)
     match = _WORDLLAMA.fullmatch(name)
     if match is None:
         raise ValueError(
-            f"unknown encoder name {name!r}: expected 'wordllama-l2-<dim>-w<window>[+bm25]' "
-            f"or 'colqwen2.5:<model folder or hub id>' "
-            f"(the default is {DEFAULT_ENCODER!r})"
+            f"unknown encoder name {name!r}: this package rebuilds "
+            f"'wordllama-l2-<dim>-w<window>[+bm25]' and 'colqwen2.5:<model folder or hub id>' "
+            f"(the default is {DEFAULT_ENCODER!r}); for another encoder pass encoder= (the "
+            "encoder object the store was filled with)"
         )
-    return WordLlamaEncoder(
-        dim=int(match["dim"]), window=int(match["window"]), lexical=match["bm25"] is not None
-    )
+    options = {"dim": int(match["dim"]), "window": int(match["window"])}
+    return WordLlamaEncoder(**{**options, "lexical": match["bm25"] is not None, **settings})

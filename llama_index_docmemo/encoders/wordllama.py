@@ -109,6 +109,14 @@ class WordLlamaEncoder(PageEncoder):
         self._tokenizer.no_truncation()
         self._lexical = Bm25Lexical() if lexical else None
 
+    def settings(self) -> dict[str, Any]:
+        return {
+            "dim": self.dim,
+            "window": self.window,
+            "max_windows": self.max_windows,
+            "lexical": self.sparse,
+        }
+
     def encode_pages(self, pages: Sequence[PageInput]) -> list[PageEmbedding]:
         out: list[PageEmbedding] = []
         for start in range(0, len(pages), self.batch_size):

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
 
@@ -37,6 +37,7 @@ from llama_index_docmemo.ingest.files import SourceFile, expand_paths, regular_f
 from llama_index_docmemo.ingest.ocr import INSTALL_HINT, OcrEngine, OcrMode, resolve_ocr
 from llama_index_docmemo.store.access import check_name, check_utf8
 from llama_index_docmemo.store.base import PageStore
+from llama_index_docmemo.store.metadata import user_metadata
 
 if TYPE_CHECKING:
     from llama_index.core.schema import Document
@@ -52,6 +53,15 @@ def _checked_access(
         check_name("tenant", tenant)
     groups = tuple(sorted({check_name("ACL group", group) for group in acl or ()}))
     return tenant, groups
+
+
+def _checked_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The app's metadata for every page of the files indexed, or a ValueError naming the keys
+    that cannot be stored (reserved by the package, or not JSON)."""
+    kept, problems = user_metadata(metadata or {})
+    if problems:
+        raise ValueError("; ".join(problems))
+    return kept
 
 
 def _name_problem(job: DocumentJob) -> str | None:
@@ -127,6 +137,7 @@ class DocumentIndexer:
         root: str | os.PathLike[str] | None = None,
         progress: bool = False,
         executor: IndexExecutor | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> IndexReport:
         """Index PDF files and folders of PDFs; bad files are listed, not raised.
 
@@ -139,13 +150,16 @@ class DocumentIndexer:
             progress: show a progress bar (documents done).
             executor: who runs the steps: this process by default, or
                 :class:`llama_index_docmemo.distributed.RayExecutor`.
+            metadata: the app's keys stored with every page (JSON values; keys the package
+                reserves raise ValueError, see :mod:`llama_index_docmemo.store.metadata`).
         """
         started = time.perf_counter()
         report = IndexReport()
         tenant, groups = _checked_access(tenant, acl)
+        keys = _checked_metadata(metadata)
         files, report.failed, report.skipped = expand_paths(paths, root=root)
         jobs = [
-            DocumentJob(str(s.path), s.doc_id, tenant, groups, path=s.path)
+            DocumentJob(str(s.path), s.doc_id, tenant, groups, path=s.path, metadata=keys)
             for s in _unique_ids(files, report)
         ]
         self._run(jobs, report, progress, executor)
@@ -158,18 +172,21 @@ class DocumentIndexer:
         doc_id: str,
         tenant: str | None = None,
         acl: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
     ) -> IndexReport:
-        """Index one PDF under an explicit ``doc_id`` (e.g. a database key instead of a path)."""
+        """Index one PDF under an explicit ``doc_id`` (e.g. a database key instead of a path),
+        with ``metadata`` on every page (as for :meth:`index_paths`)."""
         started = time.perf_counter()
         report = IndexReport()
         tenant, groups = _checked_access(tenant, acl)
+        keys = _checked_metadata(metadata)
         check_name("doc_id", doc_id)
         file = Path(path)
         problem = regular_file_problem(file)
         if problem is not None:
             report.failed.append((str(file), problem))
         else:
-            job = DocumentJob(str(file), doc_id, tenant, groups, path=file)
+            job = DocumentJob(str(file), doc_id, tenant, groups, path=file, metadata=keys)
             self._run([job], report, False, None)
         return self._finish(report, started)
 
@@ -215,7 +232,10 @@ class DocumentIndexer:
                 break
             if schema is not None:
                 acl = tuple(sorted(schema.acl))
-                job = replace(job, stored=StoredVersion(schema.doc_version, acl, schema.source))
+                stored = StoredVersion(
+                    schema.doc_version, acl, schema.source, schema.metadata_digest
+                )
+                job = replace(job, stored=stored)
             planned.append(job)
         return planned
 

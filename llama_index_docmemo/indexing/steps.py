@@ -27,6 +27,7 @@ from llama_index_docmemo.ingest.parsed import ParsedDocument
 from llama_index_docmemo.ingest.pdf import apply_ocr, file_sha256, read_pdf, render_page
 from llama_index_docmemo.ingest.structure import build_schema
 from llama_index_docmemo.memory.schema import DocumentSchema
+from llama_index_docmemo.store.metadata import metadata_digest
 from llama_index_docmemo.types import PageEmbedding, PageInput, PageRecord, PageRef
 
 if TYPE_CHECKING:
@@ -43,11 +44,13 @@ Summarizer = Callable[[DocumentSchema, Sequence[PageRecord]], Mapping[int, str]]
 
 @dataclass(frozen=True)
 class StoredVersion:
-    """What the store holds of a document before this batch: its version, ACL and source."""
+    """What the store holds of a document before this batch: its version, ACL, source and the
+    digest of its metadata."""
 
     version: str
     acl: tuple[str, ...]
     source: str
+    metadata_digest: str = ""
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,8 @@ class DocumentJob:
     Args:
         label: how the report names it (the path as given, or the parsed document's source).
         stored: the version the store held when the batch was planned (None: a new document).
+        metadata: the app's keys for every page of a ``path`` job (checked: ``docmemo index
+            --meta``); a parsed document carries its own.
     """
 
     label: str
@@ -66,6 +71,14 @@ class DocumentJob:
     path: Path | None = None
     parsed: ParsedDocument | None = None
     stored: StoredVersion | None = None
+    metadata: Mapping[str, object] = field(default_factory=dict)
+
+    def metadata_digest(self) -> str:
+        """The digest of what this job stores as metadata."""
+        if self.parsed is not None:
+            pages = {p.page: p.metadata for p in self.parsed.pages}
+            return metadata_digest(self.parsed.metadata, pages)
+        return metadata_digest(self.metadata, {})
 
 
 @dataclass
@@ -126,6 +139,7 @@ def page_records(parsed: ParsedDocument, schema: DocumentSchema) -> list[PageRec
             width=page.width,
             height=page.height,
             ocr=page.ocr,
+            metadata={**parsed.metadata, **page.metadata},
         )
         for page in parsed.pages
     ]
@@ -145,9 +159,13 @@ def summarize_schema(
 
 
 def _is_current(job: DocumentJob, version: str) -> bool:
-    """The store holds this version with the same ACL (else it is re-indexed)."""
+    """The store holds this version with the same ACL and metadata (else it is re-indexed)."""
     stored = job.stored
-    return stored is not None and stored.version == version and stored.acl == job.acl
+    return stored is not None and (stored.version, stored.acl, stored.metadata_digest) == (
+        version,
+        job.acl,
+        job.metadata_digest(),
+    )
 
 
 def _read(
@@ -162,6 +180,7 @@ def _read(
             if _is_current(job, file_sha256(path)):
                 return DocumentOutcome(job.label, job.doc_id, "unchanged", seconds=seconds)
             parsed = read_pdf(path.resolve(), doc_id=job.doc_id)
+            parsed.metadata = dict(job.metadata)
         if ocr is not None:
             with _timed(seconds, "ocr"):
                 apply_ocr(parsed, ocr, workers=ocr_workers)
@@ -198,10 +217,12 @@ def prepare_document(
         raise ValueError(f"job {job.label!r} has neither a path nor a parsed document")
     with _timed(seconds, "schema"):
         schema = build_schema(parsed, tenant=job.tenant, acl=job.acl)
+        digest = metadata_digest(parsed.metadata, {p.page: p.metadata for p in parsed.pages})
+        schema = schema.model_copy(update={"metadata_digest": digest})
         records = page_records(parsed, schema)
         if summarizer is not None:
             schema = summarize_schema(summarizer, schema, records)
-    warnings = []
+    warnings = list(parsed.warnings)
     stored = job.stored
     if stored is not None and stored.source and stored.source != parsed.source:
         warnings.append(

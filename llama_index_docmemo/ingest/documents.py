@@ -7,7 +7,9 @@ numbered from ``source``/``page_number``/``page`` when every Document has one, e
 When the file is a readable PDF it also supplies the outline, page sizes, the content hash and OCR text
 for pages the reader left empty (and the pages themselves when the reader gave the file as one text);
 otherwise the version is a hash of the page texts, and one long text without pages (a Markdown or
-Word file from ``SimpleDirectoryReader``) is cut into pages of about 3,000 characters.
+Word file from ``SimpleDirectoryReader``) is cut into pages of about 3,000 characters. A Document
+that names no file (``Document(text=...)``) is a document of its own, under its ``doc_id``.
+The Documents' metadata goes with their pages (:func:`~llama_index_docmemo.store.metadata.user_metadata`).
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ import hashlib
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from llama_index_docmemo.errors import IngestError
+from llama_index_docmemo.ingest.files import regular_file_problem
 from llama_index_docmemo.ingest.ocr import MIN_TEXT_CHARS, OcrEngine, alnum_count
 from llama_index_docmemo.ingest.parsed import ParsedDocument, ParsedPage
-from llama_index_docmemo.ingest.pdf import read_pdf
+from llama_index_docmemo.ingest.pdf import open_pdf, read_pdf
+from llama_index_docmemo.store.metadata import user_metadata
 
 if TYPE_CHECKING:
     from llama_index.core.schema import Document
@@ -33,16 +37,18 @@ PAGE_CHARS = 3000
 
 
 def document_file(document: Document) -> tuple[str, str]:
-    """(doc_id, source) of a page Document: its file name and path, from reader metadata."""
+    """(name, source) of a Document: its file name and path from reader metadata; for a
+    Document that names no file, its own id (``Document.doc_id``) twice."""
     meta = document.metadata
     path = str(meta.get("file_path") or "")
     name = str(meta.get("file_name") or (Path(path).name if path else ""))
     if not name:
-        raise IngestError(
-            f"Document {document.id_}",
-            "no file_name or file_path in its metadata: cannot tell which file it is a page of",
-        )
+        return document.doc_id, document.doc_id
     return name, path or name
+
+
+def names_file(document: Document) -> bool:
+    return bool(document.metadata.get("file_path") or document.metadata.get("file_name"))
 
 
 def _page_number(document: Document) -> int | None:
@@ -55,15 +61,44 @@ def _page_number(document: Document) -> int | None:
     return None
 
 
-def _page_texts(documents: Sequence[Document]) -> dict[int, str]:
-    """Page -> text; Documents of one page (a reader that split it) are joined in order."""
+def _page_numbers(documents: Sequence[Document]) -> list[int]:
+    """Each Document's page: its own number when every Document has one, else its position."""
     numbers = [_page_number(d) for d in documents]
     if any(n is None for n in numbers):
-        numbers = list(range(1, len(documents) + 1))
+        return list(range(1, len(documents) + 1))
+    return numbers  # type: ignore[return-value]
+
+
+def _page_texts(documents: Sequence[Document]) -> dict[int, str]:
+    """Page -> text; Documents of one page (a reader that split it) are joined in order."""
     texts: dict[int, list[str]] = {}
-    for number, document in zip(numbers, documents, strict=True):
+    for number, document in zip(_page_numbers(documents), documents, strict=True):
         texts.setdefault(number, []).append(document.get_content())
     return {page: "\n".join(parts).strip() for page, parts in sorted(texts.items())}
+
+
+def _metadata(
+    source: str, documents: Sequence[Document]
+) -> tuple[dict[str, Any], dict[int, dict[str, Any]], list[str]]:
+    """The app's metadata of a group: the keys every Document shares, each page's other keys
+    (from its first Document), and what was left out (named once for the file)."""
+    kept: list[dict[str, Any]] = []
+    problems: dict[str, None] = {}
+    for document in documents:
+        values, left_out = user_metadata(document.metadata)
+        kept.append(values)
+        problems.update(dict.fromkeys(left_out))
+    shared = {
+        key: value
+        for key, value in kept[0].items()
+        if all(key in other and other[key] == value for other in kept[1:])
+    }
+    pages: dict[int, dict[str, Any]] = {}
+    for number, values in zip(_page_numbers(documents), kept, strict=True):
+        own = {key: value for key, value in values.items() if key not in shared}
+        if own:
+            pages.setdefault(number, own)
+    return shared, pages, [f"{source}: {problem}" for problem in problems]
 
 
 def _text_version(texts: dict[int, str]) -> str:
@@ -100,6 +135,7 @@ def _parse_group(
     doc_id: str, source: str, documents: Sequence[Document], ocr: OcrEngine | None
 ) -> ParsedDocument:
     texts = _page_texts(documents)
+    shared, page_metadata, warnings = _metadata(source, documents)
     from_file: ParsedDocument | None = None
     if source.lower().endswith(".pdf") and os.path.isfile(source):
         try:
@@ -122,7 +158,7 @@ def _parse_group(
     file_pages = {p.page: p for p in from_file.pages} if from_file else {}
     pages: list[ParsedPage] = []
     for number, text in texts.items():
-        page = ParsedPage(page=number, text=text)
+        page = ParsedPage(page=number, text=text, metadata=page_metadata.get(number, {}))
         known = file_pages.get(number)
         if known is not None:
             page.width, page.height = known.width, known.height
@@ -140,23 +176,36 @@ def _parse_group(
         title_hint=from_file.title_hint if from_file else "",
         toc=from_file.toc if from_file else [],
         lines=from_file.lines if from_file else [],
+        metadata=shared,
+        warnings=warnings,
     )
 
 
-def _doc_ids(sources: Sequence[str], root: str | os.PathLike[str] | None) -> dict[str, str]:
+def _doc_ids(
+    sources: Sequence[str], root: str | os.PathLike[str] | None, own_ids: set[str]
+) -> dict[str, str]:
     """Doc id of each source: its path relative to ``root`` (default: the sources' common
-    folder) for files that exist ("" for a file outside ``root``), else the name it was given."""
-    files = [s for s in sources if os.path.isfile(s)]
+    folder) for files that exist ("" for a file outside ``root``), a Document's own id for
+    ``own_ids``, else the name it was given."""
+    files = [s for s in sources if os.path.isfile(s) and s not in own_ids]
     if root is not None:
         common = os.path.abspath(root)
     else:
         dirs = [os.path.dirname(os.path.abspath(f)) for f in files]
         common = os.path.commonpath(dirs) if dirs else ""
-    ids = {s: Path(s).name for s in sources}
+    ids = {s: s if s in own_ids else Path(s).name for s in sources}
     for file in files:
         relative = os.path.relpath(os.path.abspath(file), common)
         ids[file] = "" if relative.startswith(os.pardir) else Path(relative).as_posix()
     return ids
+
+
+def outside_root(source: str, root: str | os.PathLike[str] | None) -> IngestError:
+    return IngestError(
+        os.path.abspath(source),
+        f"is not inside {os.path.abspath(root or '.')}, which document ids are relative to: "
+        "build the index with a root= that holds every file (or index it with its own doc id)",
+    )
 
 
 def parse_documents(
@@ -165,26 +214,25 @@ def parse_documents(
     ocr: OcrEngine | None = None,
     root: str | os.PathLike[str] | None = None,
 ) -> tuple[list[ParsedDocument], list[IngestError]]:
-    """Group page Documents by file and read each group; Documents that name no file are failures.
+    """Group Documents by file (a Document naming no file stands alone) and read each group.
 
-    Doc ids are paths relative to ``root``, by default the files' common folder (:func:`_doc_ids`);
-    sources of files that exist are stored as absolute paths, so pages render from any working
-    directory.
+    Doc ids are paths relative to ``root``, by default the files' common folder (:func:`_doc_ids`),
+    or the Document's own id; a file outside ``root`` fails, named. Sources of files that exist
+    are stored as absolute paths, so pages render from any working directory.
     """
-    named: list[tuple[str, Document]] = []
-    failures: list[IngestError] = []
-    for document in documents:
-        try:
-            named.append((document_file(document)[1], document))
-        except IngestError as exc:
-            failures.append(exc)
-    ids = _doc_ids(list(dict.fromkeys(source for source, _ in named)), root)
+    named = [(document_file(document)[1], document) for document in documents]
+    own_ids = {source for source, document in named if not names_file(document)}
+    ids = _doc_ids(list(dict.fromkeys(source for source, _ in named)), root, own_ids)
     groups: dict[str, tuple[str, list[Document]]] = {}
+    failures: list[IngestError] = []
     for source, document in named:
         if not ids[source]:
-            failures.append(IngestError(source, f"is not inside {root}, which ids are relative to"))
+            if not any(f.path == os.path.abspath(source) for f in failures):
+                failures.append(outside_root(source, root))
             continue
-        absolute = os.path.abspath(source) if os.path.isfile(source) else source
+        absolute = (
+            os.path.abspath(source) if source not in own_ids and os.path.isfile(source) else source
+        )
         groups.setdefault(ids[source], (absolute, []))[1].append(document)
     parsed: list[ParsedDocument] = []
     for doc_id, (source, group) in groups.items():
@@ -193,3 +241,29 @@ def parse_documents(
         except IngestError as exc:
             failures.append(exc)
     return parsed, failures
+
+
+def skipped_neighbours(documents: Sequence[Document]) -> list[IngestError]:
+    """PDFs beside the Documents' files that no Document came from and that do not open: what a
+    reader skipped (``SimpleDirectoryReader`` prints the error and goes on). A PDF that opens
+    was left out on purpose (``required_exts``, ``exclude``) and is not named."""
+    sources = {
+        os.path.abspath(path)
+        for d in documents
+        if (path := str(d.metadata.get("file_path") or "")) and os.path.isfile(path)
+    }
+    failures: list[IngestError] = []
+    for folder in sorted({os.path.dirname(source) for source in sources}):
+        for entry in sorted(Path(folder).iterdir()):
+            if (
+                entry.suffix.lower() != ".pdf"
+                or str(entry) in sources
+                or regular_file_problem(entry, follow=False) is not None
+            ):
+                continue
+            try:
+                open_pdf(entry).close()
+            except IngestError as exc:
+                reason = f"no Document came from it (the reader skipped it): {exc.reason}"
+                failures.append(IngestError(str(entry), reason))
+    return failures

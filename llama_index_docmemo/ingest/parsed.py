@@ -6,6 +6,7 @@ Plain data: the readers fill it, :mod:`structure` turns it into a schema, the in
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,8 @@ class ParsedPage:
     Args:
         ocr: the text came from OCR (the page has no text layer).
         unread: the page has no text layer and no OCR engine read it (indexed with empty text).
+        metadata: the app's keys of this page beyond the document's (see
+            :mod:`llama_index_docmemo.store.metadata`).
     """
 
     page: int
@@ -42,6 +45,7 @@ class ParsedPage:
     height: float = 0.0
     ocr: bool = False
     unread: bool = False
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -54,6 +58,8 @@ class ParsedDocument:
         source: where it came from (a path), for citations and re-rendering.
         n_pages: pages in the document (may exceed ``len(pages)`` when a reader gave a subset).
         title_hint: the title in the file's metadata, if any.
+        metadata: the app's keys every page of the document carries.
+        warnings: what the reader gave that was left out (reserved metadata keys...).
     """
 
     doc_id: str
@@ -64,6 +70,8 @@ class ParsedDocument:
     title_hint: str = ""
     toc: list[TocEntry] = field(default_factory=list)
     lines: list[TextLine] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ocr_pages(self) -> list[int]:

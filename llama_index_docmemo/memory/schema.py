@@ -30,6 +30,7 @@ class DocumentSchema(BaseModel):
         sections: flattened section tree in reading order (``level`` gives the depth).
         page_sections: page -> title path of its innermost section ("Part II > Item 7").
         page_summaries: page -> short summary (VLM at ingest, else the page's first lines).
+        metadata_digest: hash of the app's metadata of its pages ("" for none).
     """
 
     doc_id: str
@@ -44,6 +45,7 @@ class DocumentSchema(BaseModel):
     page_sections: dict[int, str] = Field(default_factory=dict)
     page_summaries: dict[int, str] = Field(default_factory=dict)
     summaries_by: str = "first-lines"
+    metadata_digest: str = ""
 
     def section_of(self, page: int) -> str:
         return self.page_sections.get(page, "")

@@ -169,18 +169,17 @@ class CropPostprocessor(BaseNodePostprocessor):
             id_=f"crop:{doc_version}:{block.page}:{'-'.join(str(int(v)) for v in bbox)}",
             text=f"{block.kind.capitalize()} (page {block.page}): {label}\n{block.text}".strip(),
             image_path=str(path),
-            metadata={
+            metadata={  # the page's metadata (file, page, the app's keys), then the crop's own
+                **meta,
                 "kind": block.kind,
-                "doc_id": meta.get("doc_id", ""),
-                "page": block.page,
                 "doc_version": doc_version,
                 "source": source,
-                "section": meta.get("section", ""),
                 "bbox": bbox,
                 "caption": block.caption,
                 "image_path": str(path),
                 "layout_source": block.source,
             },
+            relationships=dict(page_node.node.relationships),
             excluded_llm_metadata_keys=_HIDDEN_KEYS + ["layout_source"],
             excluded_embed_metadata_keys=_HIDDEN_KEYS + ["layout_source"],
         )

@@ -13,9 +13,10 @@ import logging
 from abc import abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
-from llama_index_docmemo.errors import StoreError
+from llama_index_docmemo.errors import NoStoreError, StoreError
 from llama_index_docmemo.faults import fault_point
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.steps import run
@@ -24,6 +25,7 @@ from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store.base import PageStore
 from llama_index_docmemo.store.fusion import fuse_branches
 from llama_index_docmemo.store.layouts import DEFAULT_LAYOUT, MultivectorLayout
+from llama_index_docmemo.store.metadata import index_kind, payload_key
 from llama_index_docmemo.store.migrations import migration_steps
 from llama_index_docmemo.store.payloads import (
     KIND_DOCUMENT,
@@ -90,7 +92,9 @@ class QdrantLayoutStore(PageStore):
     """Template for a store that keeps the layout's points in one Qdrant collection or shard.
 
     Args:
-        encoder_name / dim / sparse: the encoder the store is (or was) filled with.
+        encoder_name / dim / sparse / encoder_settings: the encoder the store is (or was)
+            filled with; ``encoder_name=None``: the one an existing store records (a new store
+            needs one).
         fusion: how the dense and lexical branches are fused ("rrf" or "dbsf").
         idf_scope: "filter" computes the lexical IDF over the pages the query may see (no
             statistics leak across tenants, per-document BM25 when searching one document);
@@ -106,31 +110,51 @@ class QdrantLayoutStore(PageStore):
     def __init__(
         self,
         *,
-        encoder_name: str,
-        dim: int,
-        sparse: bool,
+        encoder_name: str | None,
+        dim: int | None,
+        sparse: bool | None,
         fusion: Fusion,
         idf_scope: IdfScope,
         layout: MultivectorLayout | None,
         default_layout: MultivectorLayout = DEFAULT_LAYOUT,
+        encoder_settings: dict[str, Any] | None = None,
     ) -> None:
-        if dim < 1:
+        if encoder_name is not None and (dim is None or dim < 1):
             raise StoreError(f"dim must be positive, got {dim}")
         check_choice("fusion", fusion, FUSIONS)
         check_choice("idf_scope", idf_scope, IDF_SCOPES)
-        self.encoder_name = encoder_name
-        self.dim = dim
-        self.sparse = sparse
+        self.adopts_encoder = encoder_name is None
+        self.encoder_name = encoder_name or ""
+        self.dim = dim or 0
+        self.sparse = bool(sparse)
         self.fusion: Fusion = fusion
         self.idf_scope: IdfScope = idf_scope
         self._requested_layout = layout
-        self._meta = StoreMeta(encoder_name, dim, sparse, layout or default_layout)
+        self._meta = StoreMeta(
+            self.encoder_name,
+            self.dim,
+            self.sparse,
+            layout or default_layout,
+            dict(encoder_settings or {}),
+        )
         self._bulk_depth = 0
+        self._user_indexes: set[str] = set()  # user metadata keys indexed by this process
 
     @property
     def layout(self) -> MultivectorLayout:
         """The multivector layout the store holds its pages in."""
         return self._meta.layout
+
+    @property
+    def encoder_settings(self) -> dict[str, Any]:
+        return dict(self._meta.encoder_settings)
+
+    def _no_store(self) -> NoStoreError:
+        """Opened without an encoder where there is no store yet."""
+        return NoStoreError(
+            f"{self.location} holds no page store yet: give the encoder that will fill it "
+            "(open_store(..., encoder=default_encoder()))"
+        )
 
     # ------------------------------------------------------------ what a backend provides
 
@@ -168,8 +192,17 @@ class QdrantLayoutStore(PageStore):
         if payload is None:
             raise StoreError(f"{self.location} is not a docmemo page store (no store record)")
         stored = StoreMeta.from_payload(payload)
-        if self._requested_layout is None:
-            self._meta = StoreMeta(self.encoder_name, self.dim, self.sparse, stored.layout)
+        if self.adopts_encoder:
+            self.encoder_name, self.dim, self.sparse = (
+                stored.encoder_name,
+                stored.dim,
+                stored.sparse,
+            )
+            self._meta = replace(stored, layout=self._requested_layout or stored.layout)
+        else:
+            layout = self._requested_layout or stored.layout
+            settings = stored.encoder_settings or self._meta.encoder_settings  # 0.1.0: none
+            self._meta = replace(self._meta, layout=layout, encoder_settings=settings)
         self._meta.check(stored, self.location)
         version = int(payload.get("layout", 1))
         if version > LAYOUT_VERSION:
@@ -239,6 +272,16 @@ class QdrantLayoutStore(PageStore):
         if batch:
             yield batch
 
+    def _user_index_steps(self, pages: Sequence[PageRecord]) -> op.Steps[None]:
+        """A payload index for each user metadata key not indexed yet (typed by its first
+        value), so filters on the app's keys stay indexed as the store grows."""
+        for page in pages:
+            for key, value in page.metadata.items():
+                kind = index_kind(value)
+                if kind is not None and key not in self._user_indexes:
+                    yield op.CreateIndex(payload_key(key), kind, False)
+                    self._user_indexes.add(key)
+
     def _upsert_steps(
         self,
         schema: DocumentSchema,
@@ -248,6 +291,7 @@ class QdrantLayoutStore(PageStore):
         page_points, record = document_points(
             schema, pages, embeddings, dim=self.dim, use_sparse=self.sparse, layout=self.layout
         )
+        yield from self._user_index_steps(pages)
         doc_key = record.id
         rev = str(record.payload[REVISION])
         route = access.tenant_key(schema.tenant)

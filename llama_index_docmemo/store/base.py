@@ -39,6 +39,12 @@ class PageStore(ABC):
 
     encoder_name: str
     dim: int
+
+    @property
+    def encoder_settings(self) -> dict[str, Any]:
+        """What rebuilds the store's encoder with its name (see ``load_encoder``)."""
+        return {}
+
     off_loop_threads: int | None = None
     """Threads running the async twins' blocking calls (None: asyncio's default executor). An
     in-process engine that holds the GIL through a call (Qdrant Edge) gets 1: threads would

@@ -65,8 +65,8 @@ class QdrantClientPageStore(QdrantLayoutStore):
             sharding): every read and write of such a tenant names its key, the other tenants
             share one key. Fixed at creation (a tenant's points cannot move keys afterwards).
         quantization_config: collection-wide quantization (the layout's own is per vector).
-        encoder_name / dim / sparse / fusion / idf_scope / layout / default_layout: as for
-            :class:`EdgePageStore`.
+        encoder_name / dim / sparse / encoder_settings / fusion / idf_scope / layout /
+            default_layout: as for :class:`EdgePageStore` (no encoder: the collection's own).
 
     Raises:
         StoreError: the server does not answer, or the collection was created with another
@@ -84,9 +84,10 @@ class QdrantClientPageStore(QdrantLayoutStore):
         path: str | Path | None = None,
         location: str | None = None,
         collection: str = "docmemo_pages",
-        encoder_name: str,
-        dim: int,
+        encoder_name: str | None = None,
+        dim: int | None = None,
         sparse: bool = False,
+        encoder_settings: dict[str, Any] | None = None,
         fusion: Fusion = "rrf",
         idf_scope: IdfScope = "filter",
         layout: MultivectorLayout | None = None,
@@ -107,6 +108,7 @@ class QdrantClientPageStore(QdrantLayoutStore):
             idf_scope=idf_scope,
             layout=layout,
             default_layout=default_layout,
+            encoder_settings=encoder_settings,
         )
         if sum(x is not None for x in (url, path, location)) != 1:
             raise StoreError(
@@ -167,6 +169,7 @@ class QdrantClientPageStore(QdrantLayoutStore):
             "encoder_name": self.encoder_name,
             "dim": self.dim,
             "sparse": self.sparse,
+            "encoder_settings": self.encoder_settings,
             "fusion": self.fusion,
             "idf_scope": self.idf_scope,
             "layout": self.layout,
@@ -246,6 +249,8 @@ class QdrantClientPageStore(QdrantLayoutStore):
             if not self.remote:
                 self.recover()  # local mode: this process owns the folder
             return
+        if self.adopts_encoder:
+            raise self._no_store()
         dedicated = sorted(set(tenant_shard_keys or ()))
         create = {
             "vectors_config": vectors_config(self.dim, self.layout),

@@ -92,9 +92,16 @@ def vectors_config(dim: int, layout: MultivectorLayout) -> dict[str, models.Vect
     }
 
 
+_SCHEMAS = {
+    "integer": models.PayloadSchemaType.INTEGER,
+    "float": models.PayloadSchemaType.FLOAT,
+    "bool": models.PayloadSchemaType.BOOL,
+}
+
+
 def index_schema(kind: IndexKind, is_tenant: bool) -> Any:
-    if kind == "integer":
-        return models.PayloadSchemaType.INTEGER
+    if kind in _SCHEMAS:
+        return _SCHEMAS[kind]
     if is_tenant:
         return models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
     return models.PayloadSchemaType.KEYWORD

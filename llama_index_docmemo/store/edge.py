@@ -141,9 +141,16 @@ def _config(dim: int, sparse: bool, layout: MultivectorLayout = DEFAULT_LAYOUT) 
     )
 
 
+_SCHEMAS = {
+    "integer": qe.PayloadSchemaType.Integer,
+    "float": qe.PayloadSchemaType.Float,
+    "bool": qe.PayloadSchemaType.Bool,
+}
+
+
 def _index_schema(kind: IndexKind, is_tenant: bool) -> Any:
-    if kind == "integer":
-        return qe.PayloadSchemaType.Integer
+    if kind in _SCHEMAS:
+        return _SCHEMAS[kind]
     return qe.KeywordIndexParams(is_tenant=True) if is_tenant else qe.PayloadSchemaType.Keyword
 
 
@@ -200,7 +207,8 @@ class EdgePageStore(QdrantLayoutStore):
 
     Args:
         path: folder of the shard (created if absent or empty).
-        encoder_name / dim: the encoder filling the store; reopening with another raises.
+        encoder_name / dim / encoder_settings: the encoder filling the store; reopening with
+            another raises; None: the encoder the store records (it must exist).
         sparse: store a lexical vector ("lexical", IDF modifier) beside the dense ones.
         fusion: "rrf" (default) or "dbsf", how dense and lexical candidates are fused.
         idf_scope: "filter" (IDF over the pages the query may see) or "collection".
@@ -220,13 +228,14 @@ class EdgePageStore(QdrantLayoutStore):
         self,
         path: str | Path,
         *,
-        encoder_name: str,
-        dim: int,
+        encoder_name: str | None = None,
+        dim: int | None = None,
         sparse: bool = False,
         fusion: Fusion = "rrf",
         idf_scope: IdfScope = "filter",
         layout: MultivectorLayout | None = None,
         default_layout: MultivectorLayout = DEFAULT_LAYOUT,
+        encoder_settings: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(
             encoder_name=encoder_name,
@@ -236,6 +245,7 @@ class EdgePageStore(QdrantLayoutStore):
             idf_scope=idf_scope,
             layout=layout,
             default_layout=default_layout,
+            encoder_settings=encoder_settings,
         )
         self.path = Path(path)
         self._flushed_at = time.monotonic()
@@ -257,6 +267,8 @@ class EdgePageStore(QdrantLayoutStore):
                     f"{self.path} exists and is not an empty folder or a page store: "
                     "choose another --store folder"
                 )
+            if self.adopts_encoder:
+                raise self._no_store()
             self._create()
         disk_space.check_open(self.path)  # before mapping it: loading may replay the log
         self._shard = self._call("open", qe.EdgeShard.load, str(self.path))

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from llama_index_docmemo.encoders.base import PageEncoder
-from llama_index_docmemo.errors import StoreError
+from llama_index_docmemo.errors import NoStoreError, StoreError
 from llama_index_docmemo.store.base import PageStore
 from llama_index_docmemo.store.layouts import DEFAULT_LAYOUT, PAGE_IMAGE_LAYOUT, MultivectorLayout
 from llama_index_docmemo.store.plans import Fusion, IdfScope
@@ -18,7 +18,7 @@ def open_store(
     path: str | Path | None = None,
     url: str | None = None,
     *,
-    encoder: PageEncoder,
+    encoder: PageEncoder | None = None,
     backend: Backend | None = None,
     api_key: str | None = None,
     collection: str = "docmemo_pages",
@@ -33,6 +33,9 @@ def open_store(
         path: folder of an embedded store (Qdrant Edge; ``backend="client"`` opens
             qdrant-client's local mode there instead).
         url / api_key / collection: a Qdrant server or cluster.
+        encoder: the encoder that fills the store; None: the one an existing store records
+            (rebuild it with :meth:`DocMemoIndex.from_store` or ``load_encoder(store.encoder_name,
+            store.encoder_settings)``), the default CPU encoder for a new store.
         layout: the multivector layout (:mod:`.layouts`); None: the stored one for an existing
             store; a new one gets :data:`~.layouts.PAGE_IMAGE_LAYOUT` for a page-image encoder
             (ColQwen) and :data:`~.layouts.DEFAULT_LAYOUT` for a text encoder.
@@ -45,16 +48,51 @@ def open_store(
     """
     if (path is None) == (url is None):
         raise StoreError("open_store needs exactly one of path= (embedded store) or url= (server)")
+    if encoder is None:
+        try:
+            return _open(
+                path,
+                url,
+                None,
+                backend,
+                api_key,
+                collection,
+                fusion,
+                idf_scope,
+                layout,
+                client_options,
+            )
+        except NoStoreError:
+            from llama_index_docmemo.encoders import default_encoder
+
+            encoder = default_encoder()
+    return _open(
+        path, url, encoder, backend, api_key, collection, fusion, idf_scope, layout, client_options
+    )
+
+
+def _open(
+    path: str | Path | None,
+    url: str | None,
+    encoder: PageEncoder | None,
+    backend: Backend | None,
+    api_key: str | None,
+    collection: str,
+    fusion: Fusion,
+    idf_scope: IdfScope,
+    layout: MultivectorLayout | None,
+    client_options: dict[str, Any],
+) -> PageStore:
     chosen = backend or ("client" if url is not None else "edge")
-    common: dict[str, Any] = {
-        "encoder_name": encoder.name,
-        "dim": encoder.dim,
-        "sparse": encoder.sparse,
-        "fusion": fusion,
-        "idf_scope": idf_scope,
-        "layout": layout,
-        "default_layout": PAGE_IMAGE_LAYOUT if encoder.modality == "image" else DEFAULT_LAYOUT,
-    }
+    common: dict[str, Any] = {"fusion": fusion, "idf_scope": idf_scope, "layout": layout}
+    if encoder is not None:
+        common |= {
+            "encoder_name": encoder.name,
+            "dim": encoder.dim,
+            "sparse": encoder.sparse,
+            "encoder_settings": encoder.settings(),
+            "default_layout": PAGE_IMAGE_LAYOUT if encoder.modality == "image" else DEFAULT_LAYOUT,
+        }
     if chosen == "edge":
         from llama_index_docmemo.store.edge import EdgePageStore
 

@@ -6,8 +6,9 @@ Qdrant. :func:`to_page_filter` turns the former into a :class:`PageFilter`: a to
 ``PageFilter.where``, the store's backend-neutral filter tree (each backend translates it once: ``edge.py``,
 ``client_requests.py``). Keys are the metadata names page nodes show: ``file_name`` (the file's
 base name), ``file_path`` (its absolute path), ``doc_id`` / ``ref_doc_id`` / ``document_id``
-(the document id: the path relative to the indexed folder), ``page_label``, or any payload key
-the indexer stores. Conditions on ``tenant`` or ``acl`` stay conditions: a filter never sets who
+(the document id: the path relative to the indexed folder), ``page_label``, the package's other
+payload fields (``section``, ``ocr``...), or any key of the app's metadata (stored under
+``meta``: ``year`` filters ``meta.year``, see :mod:`.metadata`). Conditions on ``tenant`` or ``acl`` stay conditions: a filter never sets who
 is asking (:mod:`.identity` checks and intersects every scope with the caller). An operator Qdrant cannot evaluate on these payloads raises
 :class:`FilterError` naming it.
 """
@@ -24,6 +25,7 @@ from llama_index.core.vector_stores.types import (
 )
 
 from llama_index_docmemo.errors import DocMemoError
+from llama_index_docmemo.store.metadata import payload_key
 from llama_index_docmemo.types import FieldGroup, FieldMatch, PageFilter
 
 # LlamaIndex metadata names -> stored payload keys (``file_name`` is stored under its own name).
@@ -103,7 +105,7 @@ def _group(filters: MetadataFilters) -> FieldGroup:
 
 
 def _match(flt: MetadataFilter) -> FieldMatch | FieldGroup:
-    key = KEY_ALIASES.get(flt.key, flt.key)
+    key = payload_key(KEY_ALIASES.get(flt.key, flt.key))
     operator = FilterOperator(flt.operator)
     if operator == FilterOperator.ALL:
         values = _as_list(flt, key)

@@ -16,10 +16,11 @@ STORE_POINT_ID = str(uuid.uuid5(NAMESPACE, "docmemo-store"))
 """The store record: encoder, layout version, multivector layout."""
 
 
-def revision(doc_version: str, acl: Sequence[str]) -> str:
-    """What a document's pages are written as: its content and its access (an ACL change is a
-    new revision, so pages never carry a mix of old and new access)."""
-    return str(uuid.uuid5(NAMESPACE, f"revision\x00{doc_version}\x00{access.access_values(acl)}"))
+def revision(doc_version: str, acl: Sequence[str], metadata_digest: str = "") -> str:
+    """What a document's pages are written as: its content, its access and the app's metadata
+    (a change of either is a new revision, so pages never carry a mix of old and new)."""
+    name = f"revision\x00{doc_version}\x00{access.access_values(acl)}"
+    return str(uuid.uuid5(NAMESPACE, f"{name}\x00{metadata_digest}" if metadata_digest else name))
 
 
 def page_point_id(doc_key: str, revision_id: str, page: int) -> str:

@@ -32,6 +32,8 @@ WRITE_STATE = "write_state"
 filters them out inside Qdrant, so a search is one request (no journal look-up). A keyword, not
 a bool: Qdrant Edge 0.9 does not match Python booleans."""
 PENDING = "pending"
+USER = "meta"
+"""The user's metadata (a JSON object; see :mod:`.metadata`)."""
 
 LAYOUT_VERSION = 3
 """1: llama-index-docmemo 0.1.0 (doc id = bare file name, one document per name in the store).
@@ -54,7 +56,7 @@ PAGE_FIELDS: tuple[str, ...] = (
     "ocr",
 )
 
-IndexKind = Literal["keyword", "integer"]
+IndexKind = Literal["keyword", "integer", "float", "bool"]
 # (payload key, index type, is_tenant): the fields every filter of this package touches.
 PAYLOAD_INDEXES: tuple[tuple[str, IndexKind, bool], ...] = (
     ("doc_id", "keyword", False),
@@ -98,14 +100,16 @@ def access_payload(tenant: str | None, doc_id: str, acl: list[str]) -> dict[str,
     }
 
 
-def page_payload(record: PageRecord, *, pending: bool = False) -> dict[str, Any]:
-    """A page's payload; ``pending`` while its revision is being written."""
+def page_payload(record: PageRecord, revision_id: str, *, pending: bool = False) -> dict[str, Any]:
+    """A page's payload as part of its document's revision; ``pending`` while it is written."""
     payload: dict[str, Any] = {name: getattr(record, name) for name in PAGE_FIELDS}
     payload["acl"] = list(record.acl)
     payload[KIND] = KIND_PAGE
     payload[FILE_NAME] = file_name(record.source, record.doc_id)
     payload.update(access_payload(record.tenant, record.doc_id, record.acl))
-    payload[REVISION] = ids.revision(record.doc_version, record.acl)
+    payload[REVISION] = revision_id
+    if record.metadata:
+        payload[USER] = dict(record.metadata)
     if pending:
         payload[WRITE_STATE] = PENDING
     return payload
@@ -125,6 +129,7 @@ def record_from_payload(payload: dict[str, Any]) -> PageRecord:
         width=float(payload.get("width", 0.0)),
         height=float(payload.get("height", 0.0)),
         ocr=bool(payload.get("ocr", False)),
+        metadata=dict(payload.get(USER) or {}),
     )
 
 
@@ -138,7 +143,7 @@ def document_payload(schema: DocumentSchema) -> dict[str, Any]:
         "acl": list(schema.acl),
         "source": schema.source,
         FILE_NAME: file_name(schema.source, schema.doc_id),
-        REVISION: ids.revision(schema.doc_version, schema.acl),
+        REVISION: ids.revision(schema.doc_version, schema.acl, schema.metadata_digest),
         **access_payload(schema.tenant, schema.doc_id, list(schema.acl)),
         "schema": schema.model_dump_json(),
     }
@@ -164,12 +169,17 @@ def journal_point(doc_key: str, revision_id: str | None, route: str) -> PointDat
 
 @dataclass(frozen=True)
 class StoreMeta:
-    """What a store was created with; a store is only ever queried with the same encoder."""
+    """What a store was created with; a store is only ever queried with the same encoder.
+
+    ``encoder_settings`` (:meth:`~llama_index_docmemo.encoders.base.PageEncoder.settings`)
+    rebuild the encoder with its name, so a store reopens from its path alone (absent in
+    stores of 0.1.0: the name alone then)."""
 
     encoder_name: str
     dim: int
     sparse: bool
     layout: MultivectorLayout = LEGACY
+    encoder_settings: dict[str, Any] = field(default_factory=dict)
 
     def payload(self, layout_version: int = LAYOUT_VERSION) -> dict[str, Any]:
         return {
@@ -179,6 +189,7 @@ class StoreMeta:
             "dim": self.dim,
             "sparse": self.sparse,
             "multivector_layout": self.layout.payload(),
+            "encoder_settings": self.encoder_settings,
         }
 
     def point(self) -> PointData:
@@ -191,6 +202,7 @@ class StoreMeta:
             int(payload["dim"]),
             bool(payload["sparse"]),
             MultivectorLayout.from_payload(payload.get("multivector_layout")),
+            dict(payload.get("encoder_settings") or {}),
         )
 
     def check(self, stored: StoreMeta, where: str) -> None:

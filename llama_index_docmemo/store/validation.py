@@ -161,7 +161,7 @@ def _document_points(
                 id=ids.page_point_id(record_point.id, rev, record.page),
                 dense=layout.page_vectors(vectors.multi, vectors.pooled, vectors.grid),
                 sparse=vectors.sparse,
-                payload=page_payload(record, pending=True),
+                payload=page_payload(record, rev, pending=True),
             )
         )
     return points, record_point
