@@ -49,6 +49,11 @@ class LLMError(DocMemoError):
     """The LLM endpoint did not answer usefully (down, timed out, or kept failing)."""
 
 
+class DeadlineExceeded(DocMemoError, TimeoutError):
+    """A deadline passed: of one LLM request (its total, retries included) or of a query's
+    ``max_seconds``; the work in flight was cancelled or abandoned."""
+
+
 class QuestionError(DocMemoError, ValueError):
     """A question the loop refuses: empty, or longer than ``max_question_chars``."""
 

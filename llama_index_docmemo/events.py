@@ -204,30 +204,47 @@ class _SpanWatch(BaseSpanHandler[BaseSpan]):
             tally.closed(span)
 
 
-_installed: list[Any] = []
 _install_lock = threading.Lock()
+_open_blocks = 0
+_HANDLERS = (_LLMCallCounter(), _SpanWatch())
 
 
-def _install() -> None:
+def _attach() -> None:
+    """The counter's handlers on LlamaIndex's root dispatcher while any block is open."""
+    global _open_blocks
     with _install_lock:
-        if not _installed:
+        if _open_blocks == 0:
             root = get_dispatcher()
-            handler, watch = _LLMCallCounter(), _SpanWatch()
-            root.add_event_handler(handler)
-            root.add_span_handler(watch)
-            _installed.extend([handler, watch])
+            root.add_event_handler(_HANDLERS[0])
+            root.add_span_handler(_HANDLERS[1])
+        _open_blocks += 1
+
+
+def _detach() -> None:
+    """Off the root dispatcher when the last block closes: nothing of ours outlives the
+    queries (the lists are replaced, not changed, so a dispatch under way in another thread
+    still sees every other handler)."""
+    global _open_blocks
+    with _install_lock:
+        _open_blocks -= 1
+        if _open_blocks == 0:
+            root = get_dispatcher()
+            root.event_handlers = [h for h in root.event_handlers if h is not _HANDLERS[0]]
+            root.span_handlers = [h for h in root.span_handlers if h is not _HANDLERS[1]]
 
 
 @contextmanager
 def counting_llm_calls(tally: LLMCallTally | None = None) -> Iterator[LLMCallTally]:
     """Count the LLM requests made in this block (this thread / task only), into ``tally``
     when given (so several blocks add up), else a new one. Blocks nest: a request counts in
-    every block it runs in."""
-    _install()
+    every block it runs in. The counter's handlers are on LlamaIndex's root dispatcher only
+    while a block is open."""
     tally = tally if tally is not None else LLMCallTally()
     outer = _TALLIES.get()
     token = _TALLIES.set(outer if any(t is tally for t in outer) else (*outer, tally))
+    _attach()
     try:
         yield tally
     finally:
+        _detach()
         _TALLIES.reset(token)

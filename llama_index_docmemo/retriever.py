@@ -9,7 +9,7 @@ graphs); the query engine runs the full loop from it.
 from __future__ import annotations
 
 import logging
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -117,6 +117,7 @@ class DocMemoRetriever(BaseRetriever):
         self._retrieve_config = _first_round_config(self.config, similarity_top_k)
         self.levers = RoundLevers(store, encoder, self.config.levers, self.config.selection)
         self.cpu_executor = cpu_executor or default_executor()
+        self.calls = ThreadPoolExecutor(max_workers=4, thread_name_prefix="docmemo-call")
         wider = self._retrieve_config.selection
         self._retrieve_levers = (  # retrieve()'s candidates: at least similarity_top_k
             self.levers
@@ -136,6 +137,7 @@ class DocMemoRetriever(BaseRetriever):
             callback_manager=self.callback_manager,
             round_events=False,  # BaseRetriever.retrieve fires them itself
             cpu=self.cpu_executor,
+            calls=self.calls,
         )
         return replace(parts, **overrides)
 

@@ -17,15 +17,26 @@ the LLM exchange are written once for ``query`` and ``aquery``::
 
 A step may also yield :func:`parallel` steps: the sync driver runs them one after the other,
 the async one concurrently; the step receives the list of their results (an exception from any
-of them is thrown into the step).
+of them is thrown into the step). And it may yield steps :func:`within` a deadline: the async
+driver cancels them when it passes, the sync driver runs each of their calls on a bounded pool
+and stops waiting for it (the call is abandoned, and ends by its own timeout); either way the
+step receives :class:`~llama_index_docmemo.errors.DeadlineExceeded`. That holds for any LLM
+class, whatever its own timeouts and retries.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
+import time
 from collections.abc import Awaitable, Callable, Generator, Mapping
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
+
+from llama_index_docmemo.errors import DeadlineExceeded
 
 T = TypeVar("T")
 
@@ -71,13 +82,59 @@ def parallel(*steps: Generator[Any, Any, Any]) -> Parallel:
     return Parallel(steps)
 
 
-Effect = Call | Parallel
+@dataclass(frozen=True)
+class Within:
+    """Steps that must end by ``at`` (a ``time.monotonic()`` instant; see :func:`within`)."""
+
+    steps: Generator[Any, Any, Any]
+    at: float
+    pool: Executor | None
+
+
+def within(at: float, steps: Generator[Any, Any, T], pool: Executor | None) -> Within:
+    """Run ``steps`` until ``at`` at most, then throw ``DeadlineExceeded`` into the step that
+    yielded this: the async driver cancels them; the sync one runs each of their calls on
+    ``pool`` (bounded: an abandoned call holds a thread until its own timeout) and stops
+    waiting at ``at`` (without a pool: inline, the deadline checked between calls)."""
+    return Within(steps, at, pool)
+
+
+Effect = Call | Parallel | Within
 Steps = Generator[Effect, Any, T]
 """A step: yields calls, receives their results, returns ``T``."""
 
 
+def _left(at: float) -> float:
+    left = at - time.monotonic()
+    if left <= 0:
+        raise DeadlineExceeded("the deadline has passed")
+    return left
+
+
 def _call(call: Call) -> Any:
     return call.sync(*call.args, **call.kwargs)
+
+
+def _bounded(at: float, pool: Executor | None, effect: Effect) -> Any:
+    """The sync driver's effect under a deadline: each call on ``pool``, waited for until ``at``
+    (with the caller's context variables: LLM call counts, instrumentation spans)."""
+    if isinstance(effect, Within):  # nested: the earlier deadline holds
+        inner = min(at, effect.at)
+        _left(inner)
+        return run(effect.steps, partial(_bounded, inner, pool))
+    if isinstance(effect, Parallel):
+        return [run(steps, partial(_bounded, at, pool)) for steps in effect.steps]
+    if pool is None:
+        _left(at)
+        return _call(effect)
+    future = pool.submit(contextvars.copy_context().run, _call, effect)
+    try:
+        return future.result(timeout=_left(at))
+    except concurrent.futures.TimeoutError:
+        if future.done():  # the call's own error, or it ended just in time
+            return future.result()
+        future.cancel()  # not started yet: never runs; running: abandoned
+        raise DeadlineExceeded("the deadline has passed") from None
 
 
 async def _acall(call: Call) -> Any:
@@ -89,12 +146,22 @@ async def _acall(call: Call) -> Any:
 def _effect(effect: Effect) -> Any:
     if isinstance(effect, Call):
         return _call(effect)
+    if isinstance(effect, Within):
+        _left(effect.at)
+        return run(effect.steps, partial(_bounded, effect.at, effect.pool))
     return [run(inner) for inner in effect.steps]
 
 
 async def _aeffect(effect: Effect) -> Any:
     if isinstance(effect, Call):
         return await _acall(effect)
+    if isinstance(effect, Within):
+        try:
+            return await asyncio.wait_for(arun(effect.steps), _left(effect.at))
+        except asyncio.TimeoutError:
+            if time.monotonic() < effect.at:
+                raise  # the work's own timeout, not this deadline
+            raise DeadlineExceeded("the deadline has passed") from None
     return list(await asyncio.gather(*(arun(inner) for inner in effect.steps)))
 
 

@@ -13,7 +13,14 @@ from pydantic import BaseModel, Field
 from llama_index_docmemo.types import Feedback, PageRef
 
 StopReason = Literal[
-    "answered", "unanswerable", "max_rounds", "budget", "deadline", "no_candidates", "static"
+    "answered",
+    "unanswerable",
+    "max_rounds",
+    "budget",
+    "deadline",
+    "llm_error",
+    "no_candidates",
+    "static",
 ]
 
 
@@ -92,6 +99,7 @@ class QueryTrace(BaseModel):
     answer: str
     status: str
     stop_reason: StopReason
+    error: str | None = None  # with stop "llm_error": the reader's LLM failure (model, URL)
     rounds: list[RoundTrace] = Field(default_factory=list)
     pages_read: list[PageRead] = Field(default_factory=list)
     evidence: list[PageScore] = Field(default_factory=list)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -84,10 +85,13 @@ def cmd_ask(args: argparse.Namespace) -> int:
         )
         result = engine.run(args.question)
     trace = result.trace
+    code = 1 if trace.stop_reason == "llm_error" else 0  # a partial result: said, and non-zero
     if args.trace:
         from llama_index_docmemo.visualize import render_trace
 
         render_trace(trace, args.trace)
+    if code:
+        print(f"docmemo: the LLM failed, the result is partial: {trace.error}", file=sys.stderr)
     if args.json:
         print(
             json.dumps(
@@ -96,13 +100,14 @@ def cmd_ask(args: argparse.Namespace) -> int:
                     "evidence": [e.model_dump() for e in trace.evidence],
                     "rounds": len(trace.rounds),
                     "stop_reason": trace.stop_reason,
+                    "error": trace.error,
                     "pages_read": [p.model_dump() for p in trace.pages_read],
                     "reader": trace.reader,
                     "images": trace.images,
                 }
             )
         )
-        return 0
+        return code
     label = {"answered": "Answer", "unanswerable": "Answer"}.get(result.status, "Best guess")
     print(f"{label}: {result.answer}")
     if trace.reader == "offline":
@@ -128,7 +133,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         )
     if args.trace:
         print(f"Trace written to {args.trace}")
-    return 0
+    return code
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -29,6 +29,7 @@ from typing import TypeVar
 
 import httpx
 
+from llama_index_docmemo.errors import DeadlineExceeded
 from llama_index_docmemo.llms.structured import names_response_format, refuses_content
 
 T = TypeVar("T")
@@ -39,10 +40,6 @@ TOTAL_DEADLINE_PASSED = "total deadline passed"
 _SCOPE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "docmemo_llm_deadline", default=None
 )
-
-
-class DeadlineExceeded(TimeoutError):
-    """The total deadline of one LLM request passed."""
 
 
 @contextlib.contextmanager

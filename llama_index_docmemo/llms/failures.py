@@ -7,6 +7,7 @@ the structured-output form is told by its text (see ``llms/structured.py``). Pur
 
 from __future__ import annotations
 
+import httpx
 import openai
 
 from llama_index_docmemo.errors import LLMError
@@ -43,6 +44,14 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, openai.APIStatusError):
         return f"HTTP {exc.status_code}: {' '.join(error_text(exc).split())[:500]}"
     return f"{type(exc).__name__}: {exc}"
+
+
+def is_llm_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` is an LLM endpoint failing (down, refusing, timing out), as this
+    package's and the ``openai``/``httpx`` clients raise it, not a fault of the caller's code."""
+    return isinstance(
+        exc, LLMError | openai.OpenAIError | httpx.HTTPError | ConnectionError | TimeoutError
+    )
 
 
 def was_retried(exc: BaseException) -> bool:

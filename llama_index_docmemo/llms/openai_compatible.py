@@ -22,14 +22,9 @@ What it adds to ``OpenAILike``:
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import dataclasses
-import functools
 import logging
-import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from typing import Any
 
 import httpx
@@ -52,6 +47,7 @@ from llama_index_docmemo.llms.deadline import (
     DeadlineExceeded,
     DeadlineTransport,
     aiterate_with_deadline,
+    await_with_deadline,
     call_with_deadline,
     deadline_at,
     header,
@@ -81,22 +77,6 @@ from llama_index_docmemo.llms.structured_predict import ServerStructuredOutput
 logger = logging.getLogger(__name__)
 
 DEFAULT_CONTEXT_WINDOW = 32768
-
-
-REQUEST_THREADS = 32
-
-
-@functools.cache
-def _request_threads() -> ThreadPoolExecutor:
-    """Threads for async requests (each waits on its server; 32 in flight per process), all
-    started at once: a thread the pool started later would be started from the event loop,
-    which then waits for the new thread to run (seen stalling a busy loop)."""
-    pool = ThreadPoolExecutor(max_workers=REQUEST_THREADS, thread_name_prefix="docmemo-llm")
-    started = threading.Barrier(REQUEST_THREADS + 1)
-    for _ in range(REQUEST_THREADS):
-        pool.submit(started.wait)
-    started.wait()
-    return pool
 
 
 def _usage(response: Any) -> dict[str, int]:
@@ -320,8 +300,12 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
             additional_kwargs=_usage(response),
         )
 
+    def _message_dicts(self, messages: Sequence[ChatMessage]) -> list[Any]:
+        """The request's messages as the ``openai`` client sends them (images as PNG data)."""
+        return to_openai_message_dicts(self._prepare(messages), model=self.model)
+
     def _chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
-        dicts = to_openai_message_dicts(self._prepare(messages), model=self.model)
+        dicts = self._message_dicts(messages)
         at = deadline_at(self.request_deadline)
 
         def send() -> Any:
@@ -335,13 +319,18 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
             raise self._failure(exc) from exc
 
     async def _achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
-        """:meth:`_chat` in a worker thread of its own pool. Building and encoding a request
-        with page images (the client's parameter transform, JSON of megabytes of base64) costs
-        tens of milliseconds of CPU; on the event loop that adds up across concurrent queries
-        (measured: 8 concurrent queries stalled the loop past 50 ms 10 times with the async
-        client, twice this way). The thread waits on the socket without the GIL."""
-        call = partial(contextvars.copy_context().run, partial(self._chat, messages, **kwargs))
-        return await asyncio.get_running_loop().run_in_executor(_request_threads(), call)
+        """The ``openai`` async client, cancelled at the deadline. Bringing page images to PNG
+        within ``max_image_side`` and into base64 is tens of milliseconds of CPU a request:
+        that runs off the event loop."""
+        dicts = await asyncio.to_thread(self._message_dicts, messages)
+        at = deadline_at(self.request_deadline)
+        request = self._get_aclient().chat.completions.create(
+            messages=dicts, stream=False, **self._get_model_kwargs(**self._headers(kwargs, at))
+        )
+        try:
+            return self._response(await await_with_deadline(request, at))
+        except (openai.OpenAIError, DeadlineExceeded) as exc:
+            raise self._failure(exc) from exc
 
     def _stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
         # the parent builds the stream lazily (its retry decorator wraps only that building, so

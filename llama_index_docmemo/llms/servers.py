@@ -39,6 +39,14 @@ def server_key(llm: LLM) -> str | None:
     return f"{base.rstrip('/')}#{model if isinstance(model, str) else ''}"
 
 
+def endpoint(llm: LLM) -> str:
+    """The LLM as an error names it: its model and base URL, or its class and model name."""
+    model = getattr(llm, "model", None) or getattr(llm.metadata, "model_name", None)
+    base = getattr(llm, "api_base", None) or getattr(llm, "base_url", None)
+    where = f" at {base}" if isinstance(base, str) and base else ""
+    return f"{type(llm).__name__} model {model!r}{where}"
+
+
 class ServerMemory:
     """:class:`ServerFacts` per server key, at most ``capacity`` servers."""
 

@@ -40,6 +40,8 @@ class LoopParts:
             whose ``retrieve`` fires them).
         cpu: where the async driver runs GIL-holding work (renders, layouts: see
             :mod:`llama_index_docmemo.cpu`; None: asyncio's default thread pool).
+        calls: the bounded pool the sync driver runs calls on under ``max_seconds``, so it can
+            stop waiting for one at the deadline (None: inline, checked between calls).
     """
 
     store: PageStore
@@ -55,6 +57,7 @@ class LoopParts:
     reserved_llm_calls: int = 0
     round_events: bool = True
     cpu: Executor | None = None
+    calls: Executor | None = None
 
 
 def clean_question(question: str, config: DocMemoConfig) -> str:

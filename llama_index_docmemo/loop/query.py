@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import llama_index.core.instrumentation as instrument
 import numpy as np
@@ -24,7 +24,7 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_index_docmemo.cpu import cpu_executor
-from llama_index_docmemo.errors import LLMError
+from llama_index_docmemo.errors import DeadlineExceeded, LLMError
 from llama_index_docmemo.events import (
     DocMemoRoundEndEvent,
     DocMemoRoundStartEvent,
@@ -33,6 +33,8 @@ from llama_index_docmemo.events import (
 )
 from llama_index_docmemo.expansion import expansion_terms
 from llama_index_docmemo.llms.deadline import deadline_scope
+from llama_index_docmemo.llms.failures import describe, is_llm_failure
+from llama_index_docmemo.llms.servers import endpoint
 from llama_index_docmemo.loop.instrumentation import retrieval_events
 from llama_index_docmemo.loop.parts import LoopParts, clean_question
 from llama_index_docmemo.loop.reading import reading_input, rerank_stage, selected_nodes
@@ -49,7 +51,7 @@ from llama_index_docmemo.memory.schema import DocumentSchema, SchemaMemory
 from llama_index_docmemo.reasoning.base import summarize_evidence
 from llama_index_docmemo.reasoning.validation import sanitize_feedback
 from llama_index_docmemo.selection import candidate_pool, select_pages
-from llama_index_docmemo.steps import Steps, arun, either, offload, run
+from llama_index_docmemo.steps import Steps, arun, either, offload, run, within
 from llama_index_docmemo.trace import (
     PageScore,
     RoundTrace,
@@ -62,6 +64,7 @@ if TYPE_CHECKING:
 
 dispatcher = instrument.get_dispatcher(__name__)
 
+T = TypeVar("T")
 _clock = time.perf_counter  # the deadline's clock (tests substitute a fake one)
 
 
@@ -108,6 +111,8 @@ class DocMemoLoop:
         self.crops: list[NodeWithScore] = []
         self.feedback: Feedback | None = None
         self.stop: StopReason | None = None
+        self.error: str | None = None  # the reader's LLM failure that ended the query
+        self.timed_out = False  # a deadline cut work in flight
         self.last_scores: dict[PageRef, float] = {}
         self.round_cost = LLMCallTally()  # this round's LLM requests (reranking and reading)
         self.lever_searches: dict[str, list[PageHit]] = {}  # question-only searches (levers)
@@ -191,7 +196,11 @@ class DocMemoLoop:
                 )
             scores, chosen, k, lam = self._choose(hits)
             if self.parts.reranker is not None and chosen:
-                chosen = yield from rerank_stage(self, self.parts.reranker, query, chosen, k)
+                try:
+                    stage = rerank_stage(self, self.parts.reranker, query, chosen, k)
+                    chosen = yield from self.in_time(stage)
+                except DeadlineExceeded:  # the round keeps its own order; reading stops it
+                    self.timed_out = True
             yield from self.fetch_records(chosen[:k])
             selection = self._selection(query, lam, hits, scores, chosen[:k], started)
             ended(selected_nodes(self, selection))
@@ -317,17 +326,44 @@ class DocMemoLoop:
             crops = capped_crops(found, self.crops, self.config.loop.max_table_crops)
         self.crops.extend(crops)
         reading = reading_input(self, selection, crops)
-        limit = self.config.budget.max_seconds
         try:
             with counting_llm_calls(self.round_cost):
-                if limit is None:
-                    return (yield from reader.read(reading))
-                with deadline_scope(max(limit - (_clock() - self._deadline_start), 0.0)):
-                    return (yield from reader.read(reading))
-        except LLMError:
-            if not self.out_of_time():
+                return (yield from self.in_time(reader.read(reading)))
+        except DeadlineExceeded:
+            self.timed_out = True
+        except Exception as error:  # noqa: BLE001 - an LLM class's own errors, sorted below
+            if self.out_of_time():
+                self.timed_out = True  # the request's own deadline, set to the query's
+            elif not is_llm_failure(error):
                 raise
-            return None  # the query's deadline cut the reading short
+            else:
+                self._llm_failed(error)
+        return None
+
+    def in_time(self, steps: Steps[T]) -> Steps[T]:
+        """``steps`` cut at the query's ``max_seconds``, whatever the LLM class: cancelled
+        (async) or abandoned on the engine's bounded pool (sync), raising
+        :class:`DeadlineExceeded`; requests of ``OpenAICompatible`` also carry the deadline."""
+        limit = self.config.budget.max_seconds
+        if limit is None:
+            return (yield from steps)
+        left = max(limit - (_clock() - self._deadline_start), 0.0)
+        with deadline_scope(left):
+            return (yield within(time.monotonic() + left, steps, self.parts.calls))
+
+    def _llm_failed(self, error: Exception) -> None:
+        """The reader's LLM failed: with pages read, the query ends keeping what was found
+        (stop "llm_error", the error in the trace); with none, there is nothing to keep."""
+        llm = getattr(self.parts.reader, "llm", None)
+        where = endpoint(llm) if llm is not None else type(self.parts.reader).__name__
+        message = f"{where}: {error if isinstance(error, LLMError) else describe(error)}"
+        if not self.read:
+            raise LLMError(
+                f"the reader's LLM failed before any page was read: {message}; check that the "
+                "server is up and reachable at that URL, the model name, and the API key"
+            ) from error
+        self.error = message
+        self.stop = "llm_error"
 
     def _budget_left(self) -> bool:
         cap = self.config.budget.max_llm_calls
@@ -335,7 +371,9 @@ class DocMemoLoop:
 
     def out_of_time(self) -> bool:
         limit = self.config.budget.max_seconds
-        return limit is not None and _clock() - self._deadline_start >= limit
+        return self.timed_out or (
+            limit is not None and _clock() - self._deadline_start >= limit
+        )
 
     # -- update and stop ----------------------------------------------------------------------
     def update(self, selection: RoundSelection, feedback: Feedback | None) -> Steps[None]:
@@ -405,6 +443,8 @@ class DocMemoLoop:
     ) -> StopReason | None:
         """The one stop policy: why the loop ends after this round, or None to go on."""
         loop, budget = self.config.loop, self.config.budget
+        if self.error is not None:
+            return "llm_error"
         if not selection.pages:
             return "no_candidates"
         if loop.static:

@@ -138,6 +138,7 @@ def build_result(loop: DocMemoLoop) -> Steps[DocMemoResult]:
         answer=answer,
         status=status,
         stop_reason=loop.stop or "max_rounds",
+        error=loop.error,
         rounds=loop.rounds,
         pages_read=[
             PageRead(doc=r.doc_id, page=r.page, round=episodic.round_of(r) or 0)
