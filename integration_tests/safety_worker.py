@@ -22,6 +22,7 @@ import pymupdf
 
 from llama_index_docmemo.encoders.base import PageEncoder
 from llama_index_docmemo.faults import STEPS, FaultHook, set_fault_hook
+from llama_index_docmemo.store.base import PageStore
 from llama_index_docmemo.types import PageEmbedding, PageInput, QueryEmbedding, SparseVector
 
 DIM = 32
@@ -79,6 +80,16 @@ def fault_hook(spec: str) -> FaultHook:
         raise OSError(code, f"{message} (injected at {step})")
 
     return hook
+
+
+def open_hash_store(backend: str, path: Path) -> PageStore:
+    """A store for :class:`HashEncoder` on disk: Qdrant Edge, or qdrant-client's local mode."""
+    from llama_index_docmemo.store import EdgePageStore, QdrantClientPageStore
+
+    settings = {"encoder_name": HashEncoder.name, "dim": DIM, "sparse": True}
+    if backend == "edge":
+        return EdgePageStore(path, **settings)  # type: ignore[arg-type]
+    return QdrantClientPageStore(path=path, **settings)  # type: ignore[arg-type]
 
 
 def write_pdf(path: Path, pages: Sequence[str], *, size: tuple[float, float] = (595, 842)) -> Path:

@@ -18,25 +18,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 from llama_index.core import SimpleDirectoryReader
-from safety_worker import DIM, HashEncoder, write_pdf
+from safety_worker import HashEncoder, open_hash_store, write_pdf
 
 from llama_index_docmemo import DocMemoIndex
 from llama_index_docmemo.cli import main, options
 from llama_index_docmemo.indexing import DocumentIndexer
-from llama_index_docmemo.store import EdgePageStore, PageStore, QdrantClientPageStore
+from llama_index_docmemo.store import PageStore
 from llama_index_docmemo.types import PageEmbedding, PageFilter, PageInput
 
 ENCODER = HashEncoder()
 NEWLINE = "new\nline.pdf"
 NOT_UTF8 = os.fsdecode(b"bad\xff.pdf")  # "bad\udcff.pdf", as os.listdir gives it
 GOOD = ["a.pdf", "z.pdf"]
-
-
-def open_backend(backend: str, path: Path) -> PageStore:
-    settings = {"encoder_name": ENCODER.name, "dim": DIM, "sparse": True}
-    if backend == "edge":
-        return EdgePageStore(path, **settings)  # type: ignore[arg-type]
-    return QdrantClientPageStore(path=path, **settings)  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -85,7 +78,7 @@ def test_docmemo_index_fails_the_bad_names_alone(
     assert_escaped(captured.out)
     assert captured.out.startswith("indexed 2 documents") and "2 failed" in captured.out
     assert "not attempted" not in captured.out and "error" not in captured.err
-    with open_backend("edge", store) as opened:
+    with open_hash_store("edge", store) as opened:
         assert stored_ids(opened) == {"kept.pdf", *GOOD}
 
 
@@ -95,7 +88,7 @@ def test_from_documents_fails_the_bad_names_alone(
 ) -> None:
     documents = SimpleDirectoryReader(str(folder)).load_data()
     assert len({d.metadata["file_name"] for d in documents}) == 4
-    with open_backend(backend, tmp_path / "store") as store:
+    with open_hash_store(backend, tmp_path / "store") as store:
         DocumentIndexer(store, ENCODER, ocr=False).index_paths([earlier])
         with caplog.at_level(logging.WARNING, logger="llama_index_docmemo.index"):
             index = DocMemoIndex.from_documents(documents, store=store, encoder=ENCODER, ocr=False)
@@ -126,7 +119,7 @@ def test_a_document_the_store_rejects_fails_alone(tmp_path: Path, backend: str) 
     docs = tmp_path / "docs"
     for name, text in [("a.pdf", "Revenue 1."), ("b.pdf", "Poison page."), ("z.pdf", "Revenue 3.")]:
         write_pdf(docs / name, [text])
-    with open_backend(backend, tmp_path / "store") as store:
+    with open_hash_store(backend, tmp_path / "store") as store:
         report = DocumentIndexer(store, PoisonEncoder(), ocr=False).index_paths([docs])
         assert report.indexed == [str(docs / "a.pdf"), str(docs / "z.pdf")]
         [(source, reason)] = report.failed

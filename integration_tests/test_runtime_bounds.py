@@ -95,15 +95,17 @@ def engine(index: DocMemoIndex, url: str, **budget: float):
     return index.as_query_engine(llm=llm(url), config=config, images=False)
 
 
+def ask(eng, mode: str):
+    """The question through ``query`` or ``aquery``."""
+    return eng.query(QUESTION) if mode == "sync" else asyncio.run(eng.aquery(QUESTION))
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_max_seconds_cuts_a_hanging_request_and_keeps_round_one(index, mode: str) -> None:
     with FakeVLLM([], default=then(Reply("{}", delay=HANG)), model=MODEL) as server:
         eng = engine(index, server.url, max_seconds=MAX_SECONDS)
         started = time.perf_counter()
-        if mode == "sync":
-            response = eng.query(QUESTION)
-        else:
-            response = asyncio.run(eng.aquery(QUESTION))
+        response = ask(eng, mode)
         took = time.perf_counter() - started
     trace = response.metadata["docmemo"]
     assert took < MAX_SECONDS + MARGIN, f"{took:.1f} s for max_seconds={MAX_SECONDS}"
@@ -118,10 +120,7 @@ def test_an_llm_failure_after_round_one_keeps_what_was_found(index, mode: str) -
     failing = Reply(status=500, error="the model crashed")
     with FakeVLLM([], default=then(failing), model=MODEL) as server:
         eng = engine(index, server.url)
-        if mode == "sync":
-            response = eng.query(QUESTION)
-        else:
-            response = asyncio.run(eng.aquery(QUESTION))
+        response = ask(eng, mode)
     trace = response.metadata["docmemo"]
     assert trace["stop_reason"] == "llm_error"
     assert MODEL in trace["error"] and server.url.rstrip("/") in trace["error"]

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
-from safety_worker import DIM, HashEncoder, write_pdf
+from safety_worker import HashEncoder, open_hash_store, write_pdf
 
 from llama_index_docmemo.indexing import DocumentIndexer
 from llama_index_docmemo.nodes import page_node
-from llama_index_docmemo.store import EdgePageStore, PageStore, QdrantClientPageStore, ids, payloads
+from llama_index_docmemo.store import ids, payloads
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store.filters import to_page_filter
 from llama_index_docmemo.store.scopes import kind_filter
@@ -25,13 +25,6 @@ from llama_index_docmemo.types import PageFilter
 
 ENCODER = HashEncoder()
 TENANT = "acme"
-
-
-def open_backend(backend: str, path: Path) -> PageStore:
-    settings = {"encoder_name": ENCODER.name, "dim": DIM, "sparse": True}
-    if backend == "edge":
-        return EdgePageStore(path, **settings)  # type: ignore[arg-type]
-    return QdrantClientPageStore(path=path, **settings)  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -52,7 +45,7 @@ def scope(key: str, value: str) -> PageFilter:
 def test_file_name_filters_match_what_nodes_show(
     reports: Path, tmp_path: Path, backend: str
 ) -> None:
-    with open_backend(backend, tmp_path / "store") as store:
+    with open_hash_store(backend, tmp_path / "store") as store:
         report = DocumentIndexer(store, ENCODER, ocr=False).index_paths([reports], tenant=TENANT)
         assert report.ok and sorted(report.doc_ids.values()) == [
             "2023/10k.pdf",
@@ -79,7 +72,7 @@ def test_a_layout_2_store_gets_file_names_on_open(
     reports: Path, tmp_path: Path, backend: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = tmp_path / "old"
-    with open_backend(backend, path) as store:
+    with open_hash_store(backend, path) as store:
         DocumentIndexer(store, ENCODER, ocr=False).index_paths([reports], tenant=TENANT)
         # as layout 2 wrote it: no file_name anywhere, no source on records, record says 2
         store._execute(  # type: ignore[attr-defined]
@@ -91,7 +84,7 @@ def test_a_layout_2_store_gets_file_names_on_open(
             store._execute(op.Upsert([payloads.PointData(old["doc_key"], payload=old)]))  # type: ignore[attr-defined]
         store._execute(op.SetPayload(kind_filter("page"), {payloads.FILE_NAME: "unset"}))  # type: ignore[attr-defined]
         assert store.count_pages(scope("file_name", "10k.pdf")) == 0
-    with open_backend(backend, path) as store:
+    with open_hash_store(backend, path) as store:
         assert "from store layout 2 to 3" in caplog.text
         assert store.count_pages(scope("file_name", "10k.pdf")) == 4
         assert [s.doc_id for s in store.list_documents(scope("file_name", "10k.pdf"))] == [

@@ -111,6 +111,15 @@ def _left(at: float) -> float:
     return left
 
 
+def _time_left(within: Within, at: float) -> float:
+    """Seconds ``within``'s steps have before ``at``; when none, they are closed unrun."""
+    try:
+        return _left(at)
+    except DeadlineExceeded:
+        within.steps.close()
+        raise
+
+
 def _call(call: Call) -> Any:
     return call.sync(*call.args, **call.kwargs)
 
@@ -120,7 +129,7 @@ def _bounded(at: float, pool: Executor | None, effect: Effect) -> Any:
     (with the caller's context variables: LLM call counts, instrumentation spans)."""
     if isinstance(effect, Within):  # nested: the earlier deadline holds
         inner = min(at, effect.at)
-        _left(inner)
+        _time_left(effect, inner)
         return run(effect.steps, partial(_bounded, inner, pool))
     if isinstance(effect, Parallel):
         return [run(steps, partial(_bounded, at, pool)) for steps in effect.steps]
@@ -147,7 +156,7 @@ def _effect(effect: Effect) -> Any:
     if isinstance(effect, Call):
         return _call(effect)
     if isinstance(effect, Within):
-        _left(effect.at)
+        _time_left(effect, effect.at)
         return run(effect.steps, partial(_bounded, effect.at, effect.pool))
     return [run(inner) for inner in effect.steps]
 
@@ -156,8 +165,9 @@ async def _aeffect(effect: Effect) -> Any:
     if isinstance(effect, Call):
         return await _acall(effect)
     if isinstance(effect, Within):
+        left = _time_left(effect, effect.at)
         try:
-            return await asyncio.wait_for(arun(effect.steps), _left(effect.at))
+            return await asyncio.wait_for(arun(effect.steps), left)
         except asyncio.TimeoutError:
             if time.monotonic() < effect.at:
                 raise  # the work's own timeout, not this deadline
