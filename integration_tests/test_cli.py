@@ -54,11 +54,12 @@ def test_ask_json_and_trace(indexed, capsys, tmp_path: Path) -> None:
         "evidence",
         "rounds",
         "stop_reason",
+        "error",
         "pages_read",
         "reader",
         "images",
     }
-    assert out["reader"] == "offline" and out["images"] is False
+    assert out["reader"] == "offline" and out["images"] is False and out["error"] is None
     read = {p["page"] for p in out["pages_read"]}
     assert set(question.evidence_pages) <= read
     assert out["rounds"] >= 2 and out["stop_reason"] == "answered"

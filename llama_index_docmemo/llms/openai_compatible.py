@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -126,6 +127,9 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
     tokens_per_image: int = Field(default=2048, ge=0)
 
     _window_is_set: bool = PrivateAttr(default=False)
+    _aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
+        PrivateAttr(default_factory=weakref.WeakKeyDictionary)
+    )
 
     @field_validator("structured_mode", mode="before")
     @classmethod
@@ -175,7 +179,6 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
             request_deadline=request_deadline or env_float(ENV_DEADLINE) or 180.0,
             multimodal=True if images is None else images,
             http_client=openai.DefaultHttpxClient(transport=DeadlineTransport()),
-            async_http_client=openai.DefaultAsyncHttpxClient(transport=AsyncDeadlineTransport()),
             **kwargs,
         )
         self._window_is_set = window is not None
@@ -183,9 +186,21 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
     def __setstate__(self, state: dict[str, Any]) -> None:
         """Unpickled (a Ray worker summarising pages): HTTP clients do not pickle, make new ones."""
         super().__setstate__(state)
-        self._client = self._aclient = None
+        self._client = None
+        self._aclients = weakref.WeakKeyDictionary()
         self._http_client = openai.DefaultHttpxClient(transport=DeadlineTransport())
-        self._async_http_client = openai.DefaultAsyncHttpxClient(transport=AsyncDeadlineTransport())
+
+    def _get_aclient(self) -> openai.AsyncOpenAI:
+        """The async client of the running event loop: an ``httpx`` pool's connections belong
+        to the loop that opened them, so a client kept from an earlier ``asyncio.run`` fails
+        with "Event loop is closed". Each loop's client goes with its loop."""
+        loop = asyncio.get_running_loop()
+        client = self._aclients.get(loop)
+        if client is None:
+            http = openai.DefaultAsyncHttpxClient(transport=AsyncDeadlineTransport())
+            options = {**self._get_credential_kwargs(is_async=True), "http_client": http}
+            client = self._aclients[loop] = openai.AsyncOpenAI(**options)
+        return client
 
     @classmethod
     def class_name(cls) -> str:
