@@ -34,7 +34,7 @@ from llama_index_docmemo import (
     open_store,
 )
 from llama_index_docmemo.cli import main
-from llama_index_docmemo.llms.servers import SERVERS
+from llama_index_docmemo.llms.servers import ServerMemory, server_key
 
 QUESTION = "What was the retail segment margin in 2023?"
 SHOWN = re.compile(r"\[(\d+)\] (\S+\.pdf), page (\d+)")
@@ -81,10 +81,8 @@ def no_settings_llm():
     cannot unset it; tests may reset LlamaIndex's private slot, the package never reads it)."""
     saved = Settings._llm
     Settings._llm = None
-    SERVERS.forget()
     yield
     Settings._llm = saved
-    SERVERS.forget()
 
 
 def reading(text: str) -> str:
@@ -245,6 +243,25 @@ def test_ollama_model_without_vision_is_asked_again_as_text_and_remembered(index
     assert str(first) == str(second) == "12 percent"
     assert chats[0].image_sizes and not any(r.image_sizes for r in chats[1:])  # refused once
     assert caplog.text.count("refused image content") == 1
+
+
+def test_engines_learn_a_refusal_apart_unless_the_app_shares_a_memory(index, caplog) -> None:
+    from llama_index.llms.ollama import Ollama
+
+    shared = ServerMemory()
+    with FakeOllama(lambda r: reading(r.text), model="llama3.1", vision=False) as server:
+        llm = Ollama(model="llama3.1", base_url=server.url, request_timeout=30)
+        with caplog.at_level(logging.WARNING):
+            for _ in range(2):  # two engines, each with a memory of its own
+                index.as_query_engine(llm=llm, config=CONFIG, images=True).query(QUESTION)
+            apart = caplog.text.count("refused image content")
+            for _ in range(2):
+                engine = index.as_query_engine(
+                    llm=llm, config=CONFIG, images=True, server_memory=shared
+                )
+                assert str(engine.query(QUESTION)) == "12 percent"
+    assert apart == 2 and caplog.text.count("refused image content") == 3
+    assert shared.get(server_key(llm)).refuses_images
 
 
 def test_a_llama_cpp_text_model_refusing_list_content_completes_docmemo_ask(

@@ -24,7 +24,6 @@ from llama_index_docmemo.errors import DocMemoError
 from llama_index_docmemo.evaluation.cli import main as harness
 from llama_index_docmemo.evaluation.compare import Question, compare
 from llama_index_docmemo.llms import OpenAICompatible, QwenVL
-from llama_index_docmemo.llms.servers import SERVERS
 
 pytestmark = pytest.mark.slow
 
@@ -113,7 +112,6 @@ def scripted(request: Request) -> Reply:
 
 
 def llm(server: FakeVLLM) -> QwenVL:
-    SERVERS.forget(server.url)
     return QwenVL(model=MODEL, api_base=server.url, timeout=20, max_retries=0, max_tokens=512)
 
 
@@ -224,7 +222,6 @@ def test_failed_engine_is_recorded_and_the_command_exits_1(
         return scripted(request) if request.schema is not None else Reply(status=500)
 
     with FakeVLLM([], default=stock_fails, model=MODEL, require_schema=False) as server:
-        SERVERS.forget(server.url)
         code = harness(
             "compare",
             [

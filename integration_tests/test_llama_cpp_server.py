@@ -37,7 +37,7 @@ from llama_index_docmemo.errors import LLMError
 from llama_index_docmemo.events import counting_llm_calls
 from llama_index_docmemo.ingest.summaries import VLMPageSummarizer
 from llama_index_docmemo.llms import OpenAICompatible
-from llama_index_docmemo.llms.servers import SERVERS
+from llama_index_docmemo.llms.servers import ServerFacts, ServerMemory
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.nodes import node_ref, page_node
 from llama_index_docmemo.postprocessors.rerank import LLMReranker, RoundQueryBundle
@@ -134,7 +134,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 tail = log_path.read_text(errors="replace")[-2000:]
                 pytest.fail(f"llama.cpp server did not become ready on {url}:\n{tail}")
             time.sleep(0.5)
-        SERVERS.forget()
         yield url
     finally:
         process.terminate()
@@ -204,7 +203,7 @@ def test_auto_mode_lands_on_json_object_and_the_schema_constrains_the_reply(serv
     with counting_llm_calls() as tally:
         reply = llm.structured_predict(Pages, prompt)  # LlamaIndex's own interface
     assert isinstance(reply, Pages) and all(isinstance(p, int) for p in reply.pages)
-    assert SERVERS.get(_key(server)).structured_mode == "json_object"
+    assert llm.server_memory.get(_key(server)).structured_mode == "json_object"
     assert tally.calls == 2 and tally.prompt_tokens > 0  # json_schema refused, then json_object
 
 
@@ -225,14 +224,13 @@ def _long_pages(n: int, chars: int) -> list[PageView]:
 
 
 def test_long_pages_fit_a_2048_token_window_learned_from_the_server(server: str) -> None:
-    SERVERS.forget()
     llm = client(server, structured_mode="json_object")  # believes 32k until the server says
     inp = ReasoningInput(
         question="What was revenue in 2023?", query="revenue", pages=_long_pages(4, 6000)
     )
     with counting_llm_calls() as first:
         feedback = VLMReasoner(llm).reason(inp)
-    facts = SERVERS.get(_key(server))
+    facts = llm.server_memory.get(_key(server))
     assert facts.context_window == N_CTX and facts.chars_per_token is not None
     assert first.calls == 2  # the overflowing request, then the fitted one
     assert set(feedback.useful_pages) <= {p.ref for p in inp.pages}
@@ -242,12 +240,11 @@ def test_long_pages_fit_a_2048_token_window_learned_from_the_server(server: str)
 
 
 def test_a_configured_window_fits_at_the_first_request(server: str) -> None:
-    SERVERS.forget()
     llm = client(server, context_window=N_CTX, structured_mode="json_object")
     inp = ReasoningInput(question="What was revenue?", query="revenue", pages=_long_pages(3, 8000))
     with counting_llm_calls() as tally:
         VLMReasoner(llm).reason(inp)
-    assert SERVERS.get(_key(server)).chars_per_token is None  # no overflow was ever reported
+    assert llm.server_memory.get(_key(server)).chars_per_token is None  # no overflow reported
     assert tally.calls == 1
 
 
@@ -258,7 +255,14 @@ def test_docmemo_ask_with_llm_url_completes_on_a_text_model_without_being_told(
     """The command of issue 13's done-when, without ``--llm-images off``: page images go first,
     the server's chat template refuses list content (HTTP 500), and the reading is asked again
     as text, remembered for that server."""
-    SERVERS.forget()
+    learnt: list[tuple[str, ServerFacts]] = []
+    update = ServerMemory.update
+
+    def recording(memory: ServerMemory, key: str, **facts: object) -> ServerFacts:
+        learnt.append((key, update(memory, key, **facts)))
+        return learnt[-1][1]
+
+    monkeypatch.setattr(ServerMemory, "update", recording)  # the command's LLM is its own
     monkeypatch.setenv("DOCMEMO_LLM_TIMEOUT", "600")  # a busy 2-core machine is slow
     monkeypatch.setenv("DOCMEMO_LLM_DEADLINE", "900")
     question = DEMO_QUESTIONS[0].question
@@ -273,7 +277,7 @@ def test_docmemo_ask_with_llm_url_completes_on_a_text_model_without_being_told(
     assert out["reader"] == "llm" and out["images"] is False
     assert caplog.text.count("refused image content") == 1
     assert "can only concatenate str" in caplog.text
-    assert SERVERS.get(_key(server)).refuses_images
+    assert any(key == _key(server) and facts.refuses_images for key, facts in learnt)
 
 
 def _check_trace(trace: dict, radius: int) -> tuple[int, int]:

@@ -21,7 +21,7 @@ from llama_index_docmemo.errors import LLMError
 from llama_index_docmemo.events import counting_llm_calls
 from llama_index_docmemo.ingest.summaries import VLMPageSummarizer
 from llama_index_docmemo.llms import OpenAICompatible, deadline_scope
-from llama_index_docmemo.llms.servers import SERVERS
+from llama_index_docmemo.llms.servers import ServerMemory
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.nodes import node_ref, page_node
 from llama_index_docmemo.postprocessors.rerank import LLMReranker, RoundQueryBundle
@@ -30,13 +30,6 @@ from llama_index_docmemo.reasoning.vlm import VLMReasoner
 from llama_index_docmemo.types import PageInput, PageRecord, PageRef
 
 MODEL = "served-model"
-
-
-@pytest.fixture(autouse=True)
-def fresh_memory():
-    SERVERS.forget()
-    yield
-    SERVERS.forget()
 
 
 def feedback(**fields) -> str:
@@ -52,9 +45,9 @@ def feedback(**fields) -> str:
     return json.dumps({**base, **fields})
 
 
-def llm(server: FakeVLLM, **kw) -> OpenAICompatible:
+def llm(server: FakeVLLM, memory: ServerMemory | None = None, **kw) -> OpenAICompatible:
     options = {"timeout": 5.0, "max_retries": 1, "multimodal": False, "max_tokens": 200, **kw}
-    return OpenAICompatible(model=MODEL, api_base=server.url, **options)
+    return OpenAICompatible(model=MODEL, api_base=server.url, server_memory=memory, **options)
 
 
 def pages(n: int, chars: int = 200) -> list[PageView]:
@@ -95,15 +88,16 @@ def form(request: Request) -> str:
 def test_auto_finds_the_form_each_server_takes_and_remembers_it(
     flavour: str, expected: str
 ) -> None:
+    shared = ServerMemory()
     with FakeVLLM([], default=Reply(feedback()), model=MODEL, flavour=flavour) as server:
-        reasoner = VLMReasoner(llm(server))
+        reasoner = VLMReasoner(llm(server, shared))
         first = reasoner.reason(round_input())
-        second = VLMReasoner(llm(server)).reason(round_input())  # a new client, same server
+        second = VLMReasoner(llm(server, shared)).reason(round_input())  # a new client, shared
     assert server.problems == []
     assert first.answer == second.answer == "$5.2M"
     assert [form(r) for r in server.requests] == [expected, expected]
     assert len(server.refusals) == (1 if flavour == "llama_cpp" else 0)
-    assert SERVERS.get(f"{server.url}#{MODEL}").structured_mode == expected
+    assert shared.get(f"{server.url}#{MODEL}").structured_mode == expected
     if expected == "json_object":
         schema = server.requests[0].body["response_format"]["schema"]
         assert "useful_pages" in schema["properties"]
@@ -149,12 +143,14 @@ def test_a_server_refusing_every_field_gets_the_schema_in_the_prompt() -> None:
         )
 
     with FakeVLLM([], default=refuse_all, model=MODEL) as server:
-        fb = VLMReasoner(llm(server)).reason(round_input())
+        client = llm(server)
+        fb = VLMReasoner(client).reason(round_input())
     assert [form(r) for r in server.requests] == ["json_schema", "json_object", "prompt"]
     assert (
         "validates against this JSON schema" in server.requests[-1].body["messages"][0]["content"]
     )
-    assert fb.answer == "$5.2M" and SERVERS.get(f"{server.url}#{MODEL}").structured_mode == "prompt"
+    assert fb.answer == "$5.2M"
+    assert client.server_memory.get(client.server).structured_mode == "prompt"
 
 
 def test_prompt_mode_repairs_a_malformed_reply() -> None:
@@ -168,10 +164,11 @@ def test_prompt_mode_repairs_a_malformed_reply() -> None:
 
 def test_a_server_fault_that_names_no_format_is_not_a_fallback() -> None:
     server = FakeVLLM([], default=Reply(status=500, error="CUDA out of memory"), model=MODEL)
+    client = llm(server)
     with server, pytest.raises(LLMError, match="HTTP 500: CUDA out of memory"):
-        VLMReasoner(llm(server)).reason(round_input())
+        VLMReasoner(client).reason(round_input())
     assert {form(r) for r in server.requests} == {"json_schema"}
-    assert SERVERS.get(f"{server.url}#{MODEL}").structured_mode is None
+    assert client.server_memory.get(client.server).structured_mode is None
 
 
 async def test_async_auto_fallback_and_concurrency_on_llama_cpp() -> None:
@@ -237,7 +234,7 @@ def test_an_overflow_teaches_the_window_and_the_ratio_then_fits() -> None:
     assert len(server.refusals) == 1 and "maximum context length is 2048" in server.refusals[0]
     assert fb.answer == again.answer == "$5.2M"
     assert first.calls == 2 and second.calls == 1  # learned: the second round fits at once
-    facts = SERVERS.get(f"{server.url}#{MODEL}")
+    facts = client.server_memory.get(f"{server.url}#{MODEL}")
     assert facts.context_window == 2048 and facts.chars_per_token <= 2.0
     assert all(server.prompt_tokens(r) + 256 <= 2048 for r in server.requests)
 

@@ -21,6 +21,7 @@ from PIL import Image
 from llama_index_docmemo.errors import LLMError
 from llama_index_docmemo.ingest.summaries import VLMPageSummarizer
 from llama_index_docmemo.llms import QwenVL
+from llama_index_docmemo.llms.servers import ServerMemory
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.nodes import node_ref, page_node
 from llama_index_docmemo.postprocessors.rerank import LLMReranker, RoundQueryBundle
@@ -69,6 +70,20 @@ def round_input(n: int = 2, **kw) -> ReasoningInput:
     return ReasoningInput(
         question="What was revenue in 2023?", query="revenue 2023", pages=pages(n), **kw
     )
+
+
+def test_a_refusal_of_images_is_learnt_once_per_memory_not_per_process() -> None:
+    # vLLM serving a text model refuses images (HTTP 400); the reading is asked again as text
+    with FakeVLLM([], default=Reply(feedback()), model=MODEL, text_model="vllm") as server:
+        for client in (qwen(server), qwen(server)):  # each LLM with a memory of its own
+            assert VLMReasoner(client).reason(round_input(1)).answer == "$5.2M"
+        apart = len(server.refusals)
+        shared = ServerMemory()
+        for client in (qwen(server, server_memory=shared), qwen(server, server_memory=shared)):
+            assert VLMReasoner(client).reason(round_input(1)).answer == "$5.2M"
+    assert apart == 2 and len(server.refusals) == 3  # the shared memory was taught once
+    assert not any(r.image_sizes for r in server.requests)  # every answered request is text
+    assert shared.get(f"{server.url}#{MODEL}").refuses_images
 
 
 def test_a_reading_round_sends_page_images_and_schema_and_maps_feedback() -> None:

@@ -35,6 +35,7 @@ _EXPORTS: dict[str, str] = {
     "LLMReranker": "llama_index_docmemo.postprocessors.rerank",
     "QwenVL": "llama_index_docmemo.llms.qwen_vl",
     "OpenAICompatible": "llama_index_docmemo.llms.openai_compatible",
+    "ServerMemory": "llama_index_docmemo.llms.servers",
     "PageEncoder": "llama_index_docmemo.encoders.base",
     "default_encoder": "llama_index_docmemo.encoders",
     "load_encoder": "llama_index_docmemo.encoders",

@@ -1,7 +1,7 @@
 """A bounded, thread-safe map that forgets the least recently used entries first.
 
 The one in-memory cache of the package: reference graphs per document version (shared by an
-engine's queries) and what each LLM server taught this process (``llms/servers.py``).
+engine's queries) and what LLM servers taught (``llms/servers.py``).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -61,3 +61,13 @@ class BoundedMap(Generic[K, V]):
     def __len__(self) -> int:
         with self._lock:
             return len(self._items)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy of the entries for pickling (a lock does not pickle)."""
+        with self._lock:
+            return {"items": OrderedDict(self._items), "capacity": self.capacity}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._items = state["items"]
+        self.capacity = state["capacity"]
+        self._lock = threading.Lock()

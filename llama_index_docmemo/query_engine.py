@@ -32,6 +32,7 @@ from pydantic import ValidationError
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.events import counting_llm_calls
+from llama_index_docmemo.llms.servers import ServerMemory, memory_for
 from llama_index_docmemo.llms.vision import ImagesSetting
 from llama_index_docmemo.loop import (
     DocMemoLoop,
@@ -105,7 +106,7 @@ def check_engine_arguments(kwargs: dict[str, Any]) -> None:
     raise TypeError(
         f"DocMemoQueryEngine does not take {details} (it takes llm, reasoner, config, filters, "
         "similarity_top_k, node_postprocessors, reranker, response_mode='compact', streaming, "
-        f"images, callback_manager, {', '.join(sorted(ENGINE_ARGUMENTS))})"
+        f"images, callback_manager, server_memory, {', '.join(sorted(ENGINE_ARGUMENTS))})"
     )
 
 
@@ -188,6 +189,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
         node_postprocessors: Sequence[BaseNodePostprocessor] | None = None,
         response_mode: ResponseMode | str = ResponseMode.COMPACT,
         cpu_executor: Executor | None = None,
+        server_memory: ServerMemory | None = None,
         **kwargs: Any,
     ) -> DocMemoQueryEngine:
         """Wire an engine the LlamaIndex way.
@@ -202,7 +204,10 @@ class DocMemoQueryEngine(BaseQueryEngine):
         ``MetadataFilters``. With an LLM and ``adaptive_granularity``, table/figure crops are
         added; with ``llm_rerank``, the schema-summary LLM reranker. ``cpu_executor``: where
         async queries run GIL-holding work (default: one thread of the engine's own; see
-        :mod:`llama_index_docmemo.cpu`).
+        :mod:`llama_index_docmemo.cpu`). The reader and reranker built here share one
+        ``server_memory`` (what the server taught: a refusal of images, its window): the LLM's
+        own for an :class:`~llama_index_docmemo.OpenAICompatible`, else the one given (pass one to
+        several engines to share it), else the engine's own.
 
         LlamaIndex's names: ``similarity_top_k`` is the pages read per round
         (``pages_per_round``), ``node_postprocessors`` run in order as the rerank stage of each
@@ -235,11 +240,13 @@ class DocMemoQueryEngine(BaseQueryEngine):
             encoder = default_encoder()
         if llm is None and reasoner is None:
             llm = configured_llm()
+        if llm is not None:
+            server_memory = memory_for(llm, server_memory)
         if reasoner is None:
             if llm is not None:
                 from llama_index_docmemo.reasoning.vlm import VLMReasoner
 
-                reasoner = VLMReasoner(llm, images=images)
+                reasoner = VLMReasoner(llm, images=images, server_memory=server_memory)
                 logger.info("DocMemo reader: %s", reasoner.image_choice.reason)
             else:
                 from llama_index_docmemo.reasoning.offline import OfflineReasoner
@@ -253,7 +260,12 @@ class DocMemoQueryEngine(BaseQueryEngine):
         if reranker is None and llm is not None and config.selection.llm_rerank:
             from llama_index_docmemo.postprocessors.rerank import LLMReranker
 
-            reranker = LLMReranker(llm=llm, top_n=config.loop.pages_per_round, images=images)
+            reranker = LLMReranker(
+                llm=llm,
+                top_n=config.loop.pages_per_round,
+                images=images,
+                server_memory=server_memory,
+            )
         callbacks = callback_manager or Settings.callback_manager
         retriever = DocMemoRetriever(
             store,

@@ -19,6 +19,7 @@ from llama_index.core.prompts import BasePromptTemplate
 from llama_index_docmemo.events import counting_llm_calls
 from llama_index_docmemo.ingest.pdf import render_page
 from llama_index_docmemo.llms.images import MAX_IMAGE_SIDE, load_blocks, max_images
+from llama_index_docmemo.llms.servers import ServerMemory, memory_for
 from llama_index_docmemo.llms.vision import ImagesSetting, decide_images
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.reasoning.exchange import ask_structured
@@ -60,6 +61,9 @@ class VLMPageSummarizer(SystemReplyPrompts):
         batch_size: pages per request (capped by the LLM's images per prompt when sending images).
         page_chars: extracted text shown per page.
         concurrency: requests in flight in :meth:`asummarize`.
+        server_memory: what the LLM's server taught; default the LLM's own
+            (:class:`~llama_index_docmemo.OpenAICompatible`), else one of this summariser's own
+            (see :func:`~llama_index_docmemo.llms.servers.memory_for`).
     """
 
     name = "llm"
@@ -73,10 +77,12 @@ class VLMPageSummarizer(SystemReplyPrompts):
         page_chars: int = 2000,
         concurrency: int = 4,
         limits: ReplyLimits | None = None,
+        server_memory: ServerMemory | None = None,
     ) -> None:
         self.llm = llm
         self.images = images
-        send = decide_images(llm, images).send
+        self.server_memory = memory_for(llm, server_memory)
+        send = decide_images(llm, images, self.server_memory).send
         self.batch_size = max(1, min(batch_size, max_images(llm) if send else batch_size))
         self.page_chars = page_chars
         self.concurrency = max(1, concurrency)
@@ -113,8 +119,9 @@ class VLMPageSummarizer(SystemReplyPrompts):
             self.llm,
             lambda send: self._build(schema, batch, send),
             SummaryReply,
-            send_images=decide_images(self.llm, self.images).send,
+            send_images=decide_images(self.llm, self.images, self.server_memory).send,
             what="summaries",
+            memory=self.server_memory,
         )
         return summaries_of(reply, [p.ref.page for p in batch], self.limits) if reply else {}
 

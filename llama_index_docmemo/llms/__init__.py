@@ -5,12 +5,14 @@ from llama_index_docmemo.llms.deadline import deadline_scope
 from llama_index_docmemo.llms.images import png_image_block
 from llama_index_docmemo.llms.openai_compatible import OpenAICompatible
 from llama_index_docmemo.llms.qwen_vl import QwenVL
+from llama_index_docmemo.llms.servers import ServerMemory
 
 __all__ = [
     "ContextBudget",
     "ContextWindowError",
     "OpenAICompatible",
     "QwenVL",
+    "ServerMemory",
     "deadline_scope",
     "png_image_block",
 ]

@@ -6,7 +6,8 @@ What it adds to ``OpenAILike``:
   (``structured_predict`` / ``astructured_predict``, so any LlamaIndex code gets it): the
   ``structured_mode`` setting, with "auto" falling back from ``json_schema`` to llama.cpp's
   ``json_object`` + schema to the schema in the prompt when a server refuses the form, and
-  remembering per server what worked (``llms/structured_predict.py``, ``llms/servers.py``);
+  remembering per server what worked in its ``server_memory`` (``llms/structured_predict.py``,
+  ``llms/servers.py``);
 - **a total deadline per request** (``request_deadline``, ``llms/deadline.py``) on top of the
   ``openai`` client's own per-read ``timeout`` and ``max_retries`` (connection errors, timeouts,
   408/409/429/5xx, exponential backoff, ``Retry-After``): the client's retries are the only
@@ -71,7 +72,7 @@ from llama_index_docmemo.llms.environment import (
 )
 from llama_index_docmemo.llms.failures import describe, llm_failure
 from llama_index_docmemo.llms.images import MAX_IMAGE_SIDE, png_image_block
-from llama_index_docmemo.llms.servers import SERVERS
+from llama_index_docmemo.llms.servers import ServerMemory
 from llama_index_docmemo.llms.structured import StructuredMode, normalise_mode
 from llama_index_docmemo.llms.structured_predict import ServerStructuredOutput
 
@@ -117,6 +118,10 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
         max_images_per_prompt: images allowed in one request (vLLM's ``--limit-mm-per-prompt``).
         max_image_side: long side, in pixels, of every image sent (larger ones are downscaled).
         tokens_per_image: what one image costs in the context window, for the budget.
+        server_memory: what the server taught (the structured form it accepts, its window, a
+            refusal of images), consulted by this LLM and its readers; default a memory of its
+            own. Pass one :class:`~llama_index_docmemo.llms.servers.ServerMemory` to several LLMs
+            to share it.
     """
 
     structured_mode: StructuredMode = Field(default="auto")
@@ -125,6 +130,7 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
     max_images_per_prompt: int = Field(default=8, ge=1)
     max_image_side: int = Field(default=MAX_IMAGE_SIDE, ge=28)
     tokens_per_image: int = Field(default=2048, ge=0)
+    server_memory: ServerMemory = Field(default_factory=ServerMemory, exclude=True)
 
     _window_is_set: bool = PrivateAttr(default=False)
     _aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
@@ -150,6 +156,7 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
         max_retries: int = 2,
         request_deadline: float | None = None,
         multimodal: bool | None = None,
+        server_memory: ServerMemory | None = None,
         default_model: str | None = None,
         **kwargs: Any,
     ) -> None:
@@ -178,6 +185,7 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
             structured_mode=structured_mode or env_text(ENV_STRUCTURED_MODE) or "auto",
             request_deadline=request_deadline or env_float(ENV_DEADLINE) or 180.0,
             multimodal=True if images is None else images,
+            server_memory=server_memory if server_memory is not None else ServerMemory(),
             http_client=openai.DefaultHttpxClient(transport=DeadlineTransport()),
             **kwargs,
         )
@@ -250,9 +258,9 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
         or an overflow error), else 32768; the characters-per-token ratio tightens after an
         overflow error. Reads the model list once per server (a short request).
         """
-        facts = SERVERS.get(self.server)
+        facts = self.server_memory.get(self.server)
         if not self._window_is_set and not facts.models_checked:
-            facts = SERVERS.update(
+            facts = self.server_memory.update(
                 self.server,
                 models_checked=True,
                 context_window=facts.context_window or self._served_window(),
@@ -298,7 +306,7 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
             reply_tokens=self.max_tokens or 0,
         )
         if isinstance(failure, ContextWindowError) and failure.window:
-            SERVERS.update(self.server, context_window=failure.window)
+            self.server_memory.update(self.server, context_window=failure.window)
         return failure
 
     # -- transport: the openai client's retries, one total deadline ----------------------------

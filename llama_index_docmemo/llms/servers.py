@@ -1,10 +1,11 @@
-"""What this process has learned about each LLM server, keyed by (base URL, model).
+"""What LLM servers taught, keyed by (base URL, model), in a memory an owner holds.
 
 "auto" structured output remembers the request form a server accepted; a context-overflow
 error teaches the real context window and a tighter characters-per-token ratio; a server that
-refused list or image content is sent text from then on. Kept per server and model, not per
-client object, so every client of one server benefits. Thread-safe and bounded (least recently
-used servers are forgotten first).
+refused list or image content is sent text from then on. There is no process-wide memory: an
+:class:`~llama_index_docmemo.OpenAICompatible` holds one, a reader of any other LLM class holds
+its own, and an engine gives its reader and reranker one (what one learns, the other knows). An
+app shares what was learnt by passing one :class:`ServerMemory` to several LLMs or engines.
 """
 
 from __future__ import annotations
@@ -48,7 +49,9 @@ def endpoint(llm: LLM) -> str:
 
 
 class ServerMemory:
-    """:class:`ServerFacts` per server key, at most ``capacity`` servers."""
+    """:class:`ServerFacts` per server key, at most ``capacity`` servers (the least recently
+    used are forgotten first). Thread-safe; a pickled copy (a worker process) starts from what
+    was learnt so far and learns on its own."""
 
     def __init__(self, capacity: int = 256) -> None:
         self._facts: BoundedMap[str, ServerFacts] = BoundedMap(capacity)
@@ -70,5 +73,20 @@ class ServerMemory:
             self._facts.pop(key)
 
 
-SERVERS = ServerMemory()
-"""The process-wide memory every LLM exchange consults."""
+def memory_for(llm: LLM, memory: ServerMemory | None = None) -> ServerMemory:
+    """The memory a reader of ``llm`` consults: the LLM's own when it keeps one
+    (:class:`~llama_index_docmemo.OpenAICompatible`: its requests and the reader's learn into
+    one place), else ``memory``, else a new one.
+
+    Raises:
+        ValueError: ``memory`` is not the one the LLM keeps (the two would learn apart).
+    """
+    own = getattr(llm, "server_memory", None)
+    if not isinstance(own, ServerMemory):
+        return memory if memory is not None else ServerMemory()
+    if memory is not None and memory is not own:
+        raise ValueError(
+            f"{endpoint(llm)} keeps its own server memory; pass the shared ServerMemory to the "
+            "LLM (server_memory=) rather than to its reader"
+        )
+    return own

@@ -4,8 +4,8 @@
 ``structured_predict`` / ``astructured_predict``: the ``structured_mode`` setting, with "auto"
 walking ``json_schema`` -> llama.cpp's ``json_object`` + schema -> the schema in the prompt (one
 repair request) as a server refuses each form (told by the error's text, ``llms/structured.py``),
-remembering per server what worked (``llms/servers.py``). Written once as steps (``steps.py``)
-for the sync and async entries.
+remembering per server what worked in the LLM's ``server_memory`` (``llms/servers.py``). Written
+once as steps (``steps.py``) for the sync and async entries.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from llama_index_docmemo.errors import LLMError
 from llama_index_docmemo.llms.failures import describe, error_text, status_of
-from llama_index_docmemo.llms.servers import SERVERS, server_key
+from llama_index_docmemo.llms.servers import ServerMemory, server_key
 from llama_index_docmemo.llms.structured import (
     AUTO_ORDER,
     ask_with_schema_in_prompt,
@@ -44,23 +44,24 @@ M = TypeVar("M", bound=BaseModel)
 
 class ServerStructuredOutput:
     """Mixin of an OpenAI-compatible chat LLM (it has ``api_base``, ``model``,
-    ``structured_mode``, and ``chat``/``achat`` raising :class:`LLMError` with the ``openai``
-    error as its cause)."""
+    ``structured_mode``, ``server_memory``, and ``chat``/``achat`` raising :class:`LLMError`
+    with the ``openai`` error as its cause)."""
 
     api_base: str
     model: str
     structured_mode: str
+    server_memory: ServerMemory
 
     @property
     def server(self) -> str:
-        """This client's key in the process-wide server memory (base URL and model)."""
+        """This client's key in its server memory (base URL and model)."""
         return server_key(self) or self.api_base
 
     def structured_mode_now(self) -> str:
         """The concrete mode the next structured request uses."""
         if self.structured_mode != "auto":
             return self.structured_mode
-        return SERVERS.get(self.server).structured_mode or AUTO_ORDER[0]
+        return self.server_memory.get(self.server).structured_mode or AUTO_ORDER[0]
 
     def _fallback(self, exc: LLMError, mode: str) -> str | None:
         """The next mode when "auto" was refused in ``mode``; None to re-raise ``exc``."""
@@ -73,7 +74,7 @@ class ServerStructuredOutput:
         if following is not None:
             # remembered now, not on success: a slow first answer must not send others back
             # to the refused form
-            SERVERS.update(self.server, structured_mode=following)
+            self.server_memory.update(self.server, structured_mode=following)
             logger.warning(
                 "%s refused structured mode %r (%s); trying %r",
                 self.api_base,
@@ -115,7 +116,7 @@ class ServerStructuredOutput:
             reply = validate_reply(output_cls, response.message.content or "")
             break
         if self.structured_mode == "auto":
-            SERVERS.update(self.server, structured_mode=mode)
+            self.server_memory.update(self.server, structured_mode=mode)
         return reply
 
     @dispatcher.span

@@ -2,7 +2,7 @@
 the summariser alike.
 
 ``images=True`` / ``False`` is the caller's word. ``"auto"`` decides, in this order: a server that
-refused image content earlier in this process (``llms/servers.py``) gets text; an LLM with its own
+refused image content earlier (as its server memory knows, ``llms/servers.py``) gets text; an LLM with its own
 ``multimodal`` flag (:class:`~llama_index_docmemo.OpenAICompatible`, ``QwenVL``) is taken at its
 word; otherwise the model families LlamaIndex's LLM classes serve with vision (OpenAI's gpt-4o /
 gpt-4.1 / gpt-5 / o-series, Anthropic's Claude 3 and later, Gemini, Ollama's vision models) get
@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from llama_index_docmemo.llms.servers import SERVERS, server_key
+from llama_index_docmemo.llms.servers import ServerMemory, memory_for, server_key
 
 if TYPE_CHECKING:
     from llama_index.core.llms import LLM
@@ -65,8 +65,11 @@ def model_name(llm: LLM) -> str:
         return ""
 
 
-def decide_images(llm: LLM, images: ImagesSetting = "auto") -> ImageChoice:
-    """Whether ``llm`` is shown page images (see the module docstring for "auto")."""
+def decide_images(
+    llm: LLM, images: ImagesSetting = "auto", memory: ServerMemory | None = None
+) -> ImageChoice:
+    """Whether ``llm`` is shown page images (see the module docstring for "auto"); ``memory``:
+    the reader's server memory (see :func:`~llama_index_docmemo.llms.servers.memory_for`)."""
     name = type(llm).__name__
     model = model_name(llm)
     if images is True or images is False:
@@ -75,7 +78,7 @@ def decide_images(llm: LLM, images: ImagesSetting = "auto") -> ImageChoice:
     if images != "auto":
         raise ValueError(f"images must be True, False or 'auto', not {images!r}")
     key = server_key(llm)
-    if key is not None and SERVERS.get(key).refuses_images:
+    if key is not None and memory_for(llm, memory).get(key).refuses_images:
         return ImageChoice(False, f"{key} refused image content earlier: text only")
     own = getattr(llm, "multimodal", None)
     if isinstance(own, bool):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage
-from llama_index.core.bridge.pydantic import Field, SerializeAsAny
+from llama_index.core.bridge.pydantic import Field, SerializeAsAny, model_validator
 from llama_index.core.llms import LLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts import BasePromptTemplate
@@ -23,6 +23,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_index_docmemo.ingest.page_images import PageImage
 from llama_index_docmemo.llms.images import load_blocks, max_images
+from llama_index_docmemo.llms.servers import ServerMemory, memory_for
 from llama_index_docmemo.llms.vision import ImagesSetting, decide_images
 from llama_index_docmemo.nodes import node_ref
 from llama_index_docmemo.paths import default_cache_dir
@@ -67,6 +68,10 @@ class LLMReranker(BaseNodePostprocessor, PromptMixin):
             :func:`~llama_index_docmemo.llms.vision.decide_images`): page images of the first
             candidates, within the LLM's images per request.
         image_side: long side in pixels of those images.
+        server_memory: what the LLM's server taught; default the LLM's own
+            (:class:`~llama_index_docmemo.OpenAICompatible`), else one of this reranker's own
+            (see :func:`~llama_index_docmemo.llms.servers.memory_for`). The engine gives its
+            reader and reranker one.
     """
 
     llm: SerializeAsAny[LLM] = Field(description="The chat LLM that picks pages.")
@@ -77,6 +82,15 @@ class LLMReranker(BaseNodePostprocessor, PromptMixin):
     image_side: int = Field(default=768, ge=28)
     system_prompt: SerializeAsAny[BasePromptTemplate] = Field(default=RERANK_SYSTEM_PROMPT)
     reply_prompt: SerializeAsAny[BasePromptTemplate] = Field(default=RERANK_REPLY_PROMPT)
+    server_memory: ServerMemory = Field(default_factory=ServerMemory, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _memory_of_the_llm(cls, data: Any) -> Any:
+        """The memory :func:`~llama_index_docmemo.llms.servers.memory_for` picks for the LLM."""
+        if isinstance(data, dict) and "llm" in data:
+            return {**data, "server_memory": memory_for(data["llm"], data.get("server_memory"))}
+        return data
 
     @classmethod
     def class_name(cls) -> str:
@@ -149,8 +163,9 @@ class LLMReranker(BaseNodePostprocessor, PromptMixin):
             self.llm,
             lambda send: self._build(views, query, send),
             RerankReply,
-            send_images=decide_images(self.llm, self.images).send,
+            send_images=decide_images(self.llm, self.images, self.server_memory).send,
             what="reranker",
+            memory=self.server_memory,
         )
         picked = picks_of(reply, [v.ref for v in views], self.top_n) if reply else None
         return self._order(nodes, picked)

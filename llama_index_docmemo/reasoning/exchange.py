@@ -13,7 +13,8 @@ pydantic class of ``reasoning/replies.py``) the same way:
    request when its reply is not the JSON asked for;
 3. a server that refuses list or image content (llama.cpp's server with a text model, vLLM or
    Ollama with a model without vision) is asked once more with the request rebuilt as text; the
-   server is remembered as text-only (``llms/servers.py``) with one warning;
+   server is remembered as text-only in the caller's server memory (``llms/servers.py``) with
+   one warning;
 4. a server that says the prompt overflowed its window teaches the window and a tighter
    characters-per-token ratio, and the request is fitted again and sent once more.
 
@@ -41,7 +42,7 @@ from llama_index_docmemo.llms.context import (
     learned_ratio,
     parse_overflow,
 )
-from llama_index_docmemo.llms.servers import SERVERS, server_key
+from llama_index_docmemo.llms.servers import ServerMemory, server_key
 from llama_index_docmemo.llms.structured import (
     ReplyError,
     ask_with_schema_in_prompt,
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
+
 
 def malformed(error: BaseException, model: type[BaseModel]) -> bool:
     """Whether a structured-output call failed because the reply is not a ``model`` (rather
@@ -74,6 +76,7 @@ def malformed(error: BaseException, model: type[BaseModel]) -> bool:
 def _model_names(model: type[BaseModel]) -> set[str]:
     """The reply model's name and those of the models nested in it."""
     return {model.__name__, *model.model_json_schema().get("$defs", {})}
+
 
 Build = Callable[[bool], Steps[list[ChatMessage]]]
 """Builds the request, with page images (True) or as text only (False)."""
@@ -112,9 +115,9 @@ def _function_calling(llm: LLM) -> bool:
         return False
 
 
-def context_budget(llm: LLM) -> ContextBudget | None:
+def context_budget(llm: LLM, memory: ServerMemory) -> ContextBudget | None:
     """What a prompt to ``llm`` may hold: its own budget (OpenAICompatible), else its metadata
-    tightened by what its server taught (None: unknown)."""
+    tightened by what its server taught ``memory`` (None: unknown)."""
     own = getattr(llm, "context_budget", None)
     if callable(own):
         return own()
@@ -125,7 +128,7 @@ def context_budget(llm: LLM) -> ContextBudget | None:
     reply = meta.num_output if meta.num_output > 0 else min(1024, meta.context_window // 4)
     budget = ContextBudget(window=meta.context_window, reply_tokens=reply, tokens_per_image=1024)
     key = server_key(llm)
-    facts = SERVERS.get(key) if key else None
+    facts = memory.get(key) if key else None
     if facts is not None and facts.context_window:
         budget = dataclasses.replace(budget, window=min(budget.window, facts.context_window))
     if facts is not None and facts.chars_per_token:
@@ -152,16 +155,18 @@ def _fit(
     return fitted
 
 
-def _learn(llm: LLM, sent: list[ChatMessage], prompt_tokens: int, window: int) -> None:
+def _learn(
+    llm: LLM, memory: ServerMemory, sent: list[ChatMessage], prompt_tokens: int, window: int
+) -> None:
     """After an overflow error: the server's window and a tighter characters-per-token ratio."""
     key = server_key(llm)
-    budget = context_budget(llm)
+    budget = context_budget(llm, memory)
     if key is None or budget is None:
         return
     text_tokens = prompt_tokens - images_in(sent) * budget.tokens_per_image
     chars = sum(len(b.text) for m in sent for b in m.blocks if isinstance(b, TextBlock))
     ratio = learned_ratio(chars, text_tokens, budget.chars_per_token)
-    SERVERS.update(key, chars_per_token=ratio, context_window=window)
+    memory.update(key, chars_per_token=ratio, context_window=window)
     logger.info(
         "%s: a prompt of %d chars was %d tokens; now %.2f chars/token",
         key,
@@ -171,27 +176,29 @@ def _learn(llm: LLM, sent: list[ChatMessage], prompt_tokens: int, window: int) -
     )
 
 
-def _overflow(llm: LLM, error: Exception) -> tuple[int, int] | None:
+def _overflow(llm: LLM, memory: ServerMemory, error: Exception) -> tuple[int, int] | None:
     """(window, prompt tokens) when ``error`` says the prompt did not fit."""
     if isinstance(error, ContextWindowError) and error.window and error.prompt_tokens:
         return error.window, error.prompt_tokens
-    budget = context_budget(llm)
+    budget = context_budget(llm, memory)
     return parse_overflow(str(error), budget.reply_tokens if budget else 0)
 
 
-def _refuses_content(llm: LLM, error: Exception, sent: list[ChatMessage]) -> bool:
+def _refuses_content(
+    llm: LLM, memory: ServerMemory, error: Exception, sent: list[ChatMessage]
+) -> bool:
     """Whether the server refused the request's images or list content (then: text only)."""
     if not images_in(sent) or not refuses_content(str(error)):
         return False
     key = server_key(llm)
     if key is not None:
-        if not SERVERS.get(key).refuses_images:
+        if not memory.get(key).refuses_images:
             logger.warning(
                 "%s refused image content (%s); sending its requests as text from now on",
                 key,
                 " ".join(str(error).split())[:200],
             )
-        SERVERS.update(key, refuses_images=True)
+        memory.update(key, refuses_images=True)
     else:
         logger.warning("%s refused image content; asking again as text", type(llm).__name__)
     return True
@@ -209,16 +216,24 @@ def _ask_native(llm: LLM, messages: list[ChatMessage], model: type[M]) -> Steps[
 
 
 def ask_structured(
-    llm: LLM, build: Build, model: type[M], *, send_images: bool, what: str
+    llm: LLM,
+    build: Build,
+    model: type[M],
+    *,
+    send_images: bool,
+    what: str,
+    memory: ServerMemory,
 ) -> Steps[M | None]:
     """Ask ``llm`` for a ``model`` reply to the request ``build`` makes (see the module
-    docstring); None when the reply is malformed."""
+    docstring); None when the reply is malformed. ``memory``: the caller's server memory (the
+    LLM's own for an OpenAICompatible, see :func:`~llama_index_docmemo.llms.servers.memory_for`),
+    consulted and taught."""
     where = f"{server_key(llm) or type(llm).__name__} ({what})"
     key = server_key(llm)
-    if send_images and key is not None and SERVERS.get(key).refuses_images:
+    if send_images and key is not None and memory.get(key).refuses_images:
         send_images = False
     messages = yield from build(send_images)
-    budget = yield offload(context_budget, llm)
+    budget = yield offload(context_budget, llm, memory)
     native = native_structured_output(llm)
     refitted = fell_back = False
     while True:
@@ -230,13 +245,13 @@ def ask_structured(
                 reply = yield from ask_with_schema_in_prompt(llm, fitted, model)
             return reply
         except Exception as error:  # noqa: BLE001 - two kinds are recovered from, once each
-            overflow = None if refitted else _overflow(llm, error)
+            overflow = None if refitted else _overflow(llm, memory, error)
             if overflow is not None:
                 refitted = True
-                _learn(llm, fitted, overflow[1], overflow[0])
-                budget = yield offload(context_budget, llm)
+                _learn(llm, memory, fitted, overflow[1], overflow[0])
+                budget = yield offload(context_budget, llm, memory)
                 continue
-            if not fell_back and _refuses_content(llm, error, fitted):
+            if not fell_back and _refuses_content(llm, memory, error, fitted):
                 fell_back = True
                 messages = yield from build(False)
                 continue

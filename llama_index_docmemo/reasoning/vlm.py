@@ -13,6 +13,7 @@ from llama_index.core.prompts import BasePromptTemplate
 from llama_index_docmemo.ingest.page_images import page_image_files
 from llama_index_docmemo.llms.images import load_blocks
 from llama_index_docmemo.llms.images import max_images as llm_max_images
+from llama_index_docmemo.llms.servers import ServerMemory, memory_for
 from llama_index_docmemo.llms.vision import ImageChoice, ImagesSetting, decide_images
 from llama_index_docmemo.reasoning.base import Feedback, PageView, Reasoner, ReasoningInput
 from llama_index_docmemo.reasoning.exchange import ask_structured
@@ -51,6 +52,9 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
         text_chars: extracted text shown per round, shared evenly between pages,
             each page getting between ``min_page_chars`` and ``max_page_chars``.
         limits: bounds on what one reply may put into the memories.
+        server_memory: what the LLM's server taught (a refusal of images, its window); default
+            the LLM's own (:class:`~llama_index_docmemo.OpenAICompatible`), else one of this
+            reader's own (see :func:`~llama_index_docmemo.llms.servers.memory_for`).
     """
 
     name = "llm"
@@ -65,10 +69,12 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
         max_page_chars: int = 6000,
         min_page_chars: int = 800,
         limits: ReplyLimits | None = None,
+        server_memory: ServerMemory | None = None,
     ) -> None:
         self.llm = llm
         self.images = images
-        self.image_choice = decide_images(llm, images)
+        self.server_memory = memory_for(llm, server_memory)
+        self.image_choice = decide_images(llm, images, self.server_memory)
         self.max_images = max_images if max_images is not None else llm_max_images(llm)
         self.text_chars = text_chars
         self.max_page_chars = max_page_chars
@@ -79,7 +85,7 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
 
     def images_now(self) -> ImageChoice:
         """This round's decision (a server that refused images meanwhile gets text)."""
-        choice = decide_images(self.llm, self.images)
+        choice = decide_images(self.llm, self.images, self.server_memory)
         if choice.send != self.image_choice.send:
             logger.info("reader: %s", choice.reason)
             self.image_choice = choice
@@ -123,6 +129,7 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
             FeedbackReply,
             send_images=self.images_now().send,
             what="reader",
+            memory=self.server_memory,
         )
         if reply is None:  # malformed: the round brings no labels, the query goes on
             return Feedback(status="need_more")
