@@ -201,13 +201,19 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
     def _get_aclient(self) -> openai.AsyncOpenAI:
         """The async client of the running event loop: an ``httpx`` pool's connections belong
         to the loop that opened them, so a client kept from an earlier ``asyncio.run`` fails
-        with "Event loop is closed". Each loop's client goes with its loop."""
-        loop = asyncio.get_running_loop()
-        client = self._aclients.get(loop)
+        with "Event loop is closed". Each loop's client goes with its loop (asked outside a
+        loop: a new client, kept by nobody)."""
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        client = self._aclients.get(loop) if loop is not None else None
         if client is None:
             http = openai.DefaultAsyncHttpxClient(transport=AsyncDeadlineTransport())
             options = {**self._get_credential_kwargs(is_async=True), "http_client": http}
-            client = self._aclients[loop] = openai.AsyncOpenAI(**options)
+            client = openai.AsyncOpenAI(**options)
+            if loop is not None:
+                self._aclients[loop] = client
         return client
 
     @classmethod
