@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 import threading
 import time
 import uuid
@@ -55,6 +56,29 @@ class Request:
 
 
 Script = list[Reply | Callable[[Request], Reply]]
+
+
+SHOWN_PAGE = re.compile(r"\[(\d+)\] (\S+\.pdf), page (\d+)")
+"""A page as the reader's prompt numbers it: ``[n] file.pdf, page p``."""
+
+
+def gold_reading(text: str, gold: set[tuple[str, int]], *, refined: str) -> str:
+    """A scripted reader's JSON for the prompt ``text``: the shown pages in ``gold`` (file name,
+    page) are useful with the note "retail margin 12 percent", answered "12 percent" once one is
+    seen; otherwise "need more" with ``refined`` as the next query."""
+    shown = {int(n): (d, int(p)) for n, d, p in SHOWN_PAGE.findall(text)}
+    useful = [n for n, ref in shown.items() if ref in gold]
+    return json.dumps(
+        {
+            "notes": [{"page": n, "fact": "retail margin 12 percent"} for n in useful],
+            "useful_pages": useful,
+            "irrelevant_pages": [n for n in shown if n not in useful],
+            "missing": [] if useful else ["segment margin table"],
+            "status": "answered" if useful else "need_more",
+            "answer": "12 percent" if useful else None,
+            "refined_query": None if useful else refined,
+        }
+    )
 
 
 LLAMA_CPP_REFUSAL = (

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from pathlib import Path
 
 import pymupdf
 import pytest
 from fake_ollama_server import FakeOllama, OllamaRequest
-from fake_vllm_server import FakeVLLM, Reply, Request
+from fake_vllm_server import FakeVLLM, Reply, Request, gold_reading
 from llama_index.core import Settings, SimpleDirectoryReader
 from llama_index.core.prompts import PromptTemplate
 from llama_index.core.vector_stores.types import MetadataFilter, MetadataFilters
@@ -37,7 +36,6 @@ from llama_index_docmemo.cli import main
 from llama_index_docmemo.llms.servers import ServerMemory, server_key
 
 QUESTION = "What was the retail segment margin in 2023?"
-SHOWN = re.compile(r"\[(\d+)\] (\S+\.pdf), page (\d+)")
 GOLD = {("2023/10k.pdf", 7)}
 CONFIG = DocMemoConfig(rounds=2, pages_per_round=3, candidates=12, adaptive_granularity=False)
 
@@ -87,19 +85,7 @@ def no_settings_llm():
 
 def reading(text: str) -> str:
     """A scripted reader's JSON: 2023/10k.pdf p.7 is the evidence, answered once seen."""
-    shown = {int(n): (d, int(p)) for n, d, p in SHOWN.findall(text)}
-    useful = [n for n, ref in shown.items() if ref in GOLD]
-    return json.dumps(
-        {
-            "notes": [{"page": n, "fact": "retail margin 12 percent"} for n in useful],
-            "useful_pages": useful,
-            "irrelevant_pages": [n for n in shown if n not in useful],
-            "missing": [] if useful else ["segment margin table"],
-            "status": "answered" if useful else "need_more",
-            "answer": "12 percent" if useful else None,
-            "refined_query": None if useful else "segment margin table 2023",
-        }
-    )
+    return gold_reading(text, GOLD, refined="segment margin table 2023")
 
 
 def reader(request: Request) -> Reply:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from pathlib import Path
 import pymupdf
 import pytest
 from crops_pdfs import draw_table, make_report_pdf
-from fake_vllm_server import FakeVLLM, Reply, Request
+from fake_vllm_server import FakeVLLM, Reply, Request, gold_reading
 from llama_index.core import Settings, SimpleDirectoryReader
 from llama_index.core.base.response.schema import StreamingResponse
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
@@ -52,7 +51,6 @@ MARGIN = "Segment margin table 2023. Retail segment margin 12 percent, wholesale
 CONFIG = DocMemoConfig(rounds=2, pages_per_round=3, candidates=12, adaptive_granularity=False)
 EXTRA = {"2023": {"year": 2023, "team": "finance"}, "2024": {"year": 2024, "team": "risk"}}
 ROOT = Path(__file__).resolve().parents[1]
-SHOWN = re.compile(r"\[(\d+)\] (\S+\.pdf), page (\d+)")
 
 
 def write_pdf(path: Path, pages: dict[int, str], n_pages: int, table: int = 0) -> None:
@@ -132,21 +130,8 @@ def reading(request: Request) -> Reply:
         return Reply(json.dumps({"pages": [1]}))
     if "useful_pages" not in properties:
         return Reply("The retail segment margin was 12 percent in 2023.")
-    shown = {int(n): (d, int(p)) for n, d, p in SHOWN.findall(request.text)}
-    useful = [n for n, ref in shown.items() if ref == ("2023/finance/10k.pdf", 7)]
-    return Reply(
-        json.dumps(
-            {
-                "notes": [{"page": n, "fact": "retail margin 12 percent"} for n in useful],
-                "useful_pages": useful,
-                "irrelevant_pages": [n for n in shown if n not in useful],
-                "missing": [] if useful else ["segment margin table"],
-                "status": "answered" if useful else "need_more",
-                "answer": "12 percent" if useful else None,
-                "refined_query": None if useful else "segment margin table 2023",
-            }
-        )
-    )
+    gold = {("2023/finance/10k.pdf", 7)}
+    return Reply(gold_reading(request.text, gold, refined="segment margin table 2023"))
 
 
 def openai_server() -> FakeVLLM:

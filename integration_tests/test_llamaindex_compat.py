@@ -13,13 +13,12 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
-import re
 import sys
 from pathlib import Path
 
 import pymupdf
 import pytest
-from fake_vllm_server import FakeVLLM, Reply, Request
+from fake_vllm_server import FakeVLLM, Reply, Request, gold_reading
 from llama_index.core import Settings
 from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
 from llama_index.core.callbacks import CallbackManager, CBEventType, LlamaDebugHandler
@@ -68,7 +67,6 @@ from fakes_docmemo import ScriptedLLM  # noqa: E402
 
 MODEL = "qwen-vl-test"
 QUESTION = "What was the retail segment margin in 2023?"
-SHOWN = re.compile(r"\[(\d+)\] (\S+\.pdf), page (\d+)")
 GOLD = {("report.pdf", 7)}
 
 
@@ -133,21 +131,7 @@ def reader_reply(request: Request) -> Reply:
     """A scripted reader: labels report.pdf p.7 useful and answers once it has seen it."""
     if "pages" in (request.schema or {}).get("properties", {}):
         return Reply(json.dumps({"pages": [1]}))
-    shown = {int(n): (d, int(p)) for n, d, p in SHOWN.findall(request.text)}
-    useful = [n for n, ref in shown.items() if ref in GOLD]
-    return Reply(
-        json.dumps(
-            {
-                "notes": [{"page": n, "fact": "retail margin 12 percent"} for n in useful],
-                "useful_pages": useful,
-                "irrelevant_pages": [n for n in shown if n not in useful],
-                "missing": [] if useful else ["segment margin table"],
-                "status": "answered" if useful else "need_more",
-                "answer": "12 percent" if useful else None,
-                "refined_query": None if useful else "segment margin table",
-            }
-        )
-    )
+    return Reply(gold_reading(request.text, GOLD, refined="segment margin table"))
 
 
 def _as_request(prompt: str) -> Request:
