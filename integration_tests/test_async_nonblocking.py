@@ -12,7 +12,7 @@ operating system left the loop's thread waiting for a core (a loaded CI machine;
 ``/proc/thread-self/schedstat`` where Linux has it), and the interpreter's full garbage
 collections of objects that existed before the queries (a pytest process holds some 270,000:
 one full collection takes about 200 ms on this machine, whatever runs on the loop), frozen with
-``gc.freeze()`` as the README advises an app to do after start-up.
+``gc.freeze()`` as docs/python.md advises an app to do after start-up.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """One immutable configuration of the DocMemo loop, in four groups: loop, selection, levers, budget.
 
-Defaults are the paper's where measurement agreed with it, and measured otherwise (README,
-"Evaluation"): greedy posterior means instead of Thompson sampling, stronger propagation and a
-higher belief weight, and the levers that won on the tuning half. :meth:`DocMemoConfig.paper`
+Defaults are the paper's where measurement agreed with it, and measured otherwise
+(docs/evaluation.md): greedy posterior means instead of Thompson sampling, stronger propagation
+and a higher belief weight, and the levers that won on the tuning half. :meth:`DocMemoConfig.paper`
 gives the paper's settings exactly.
 
 Every setting has one name and one home (``config.loop.rounds``, ``config.budget.max_llm_calls``).
@@ -102,7 +102,7 @@ class SelectionSettings(_Settings):
 
 class LeverSettings(_Settings):
     """Retrieval levers that use the document's structure and the question's own references
-    (README, "Levers"): on by default, the combination that won on the tuning half of
+    (docs/evaluation.md, "Levers"): on by default, the combination that won on the tuning half of
     MMLongBench-Doc. None of them changes round 1.
 
     Args:

@@ -4,8 +4,8 @@
 (``_chat``, ``_achat``, ``_stream_chat``, ``_astream_chat``) so that the ``openai`` client's
 retries are the only ones and a total deadline bounds each request; those hooks are private, so
 the dependency has an upper bound and this test fails when a release renames or reshapes them.
-Everything else the package uses of LlamaIndex is public, and the README imports only from
-the package's top level (and the eval extra's ``evaluation.compare``).
+Everything else the package uses of LlamaIndex is public, and the README and docs/ import only
+from the package's top level (and the eval extra's ``evaluation.compare``).
 """
 
 from __future__ import annotations
@@ -81,10 +81,11 @@ def _python_blocks(markdown: str) -> list[str]:
     return [textwrap.dedent(block) for block in blocks]
 
 
-def test_the_readme_imports_only_from_the_top_level() -> None:
+def test_the_readme_and_docs_import_only_from_the_top_level() -> None:
     readme = (ROOT / "README.md").read_text()
-    blocks = _python_blocks(readme)
-    assert blocks, "the README has no Python example"
+    assert _python_blocks(readme), "the README has no Python example"
+    pages = [readme, *(page.read_text() for page in sorted((ROOT / "docs").glob("*.md")))]
+    blocks = [block for page in pages for block in _python_blocks(page)]
     for block in blocks:
         for node in ast.walk(ast.parse(block)):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(

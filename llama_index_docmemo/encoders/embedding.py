@@ -4,7 +4,7 @@
 queries with the encoder's pooled vector (one vector per text), so a stock LlamaIndex engine and
 DocMemo search with the same encoder. The pooled vector is the encoder's first-stage vector: the
 CPU default is built for multi-vector MaxSim plus BM25, and one pooled vector per chunk finds
-fewer pages than the package's own search (README, "Evaluation").
+fewer pages than the package's own search (docs/evaluation.md).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Every variant is a full set of lever switches (the others off), so a row means t
 whatever ``DocMemoConfig``'s defaults are: ``no_levers`` is the loop before issue 14, and
 ``lever_<name>`` is that loop with one lever on, ``levers`` the combination chosen on the
 tuning half (the defaults since). ``docmemo`` itself runs the defaults.
-The values are the ones measured on the tuning half (README, "Levers"); the levers that did not
+The values are the ones measured on the tuning half (docs/evaluation.md, "Levers"); the levers that did not
 move all-hit there (feedback search, the wider pool, the budget shape, the schema field, the
 calibrated priors, the sub-queries) were removed with their switches and have no variant.
 """
@@ -28,7 +28,7 @@ LEVER_SETTINGS: dict[str, dict[str, Any]] = {
 }
 """The levers kept. Feedback search in vector space (recommend / discovery), the wider pool,
 the budget shape, the schema-field BM25, calibrated priors and sub-queries lost their measurement
-on the tuning half and were removed with their code (README, "Levers")."""
+on the tuning half and were removed with their code (docs/evaluation.md, "Levers")."""
 
 COMBINED: dict[str, Any] = {
     "question_reference_weight": 3.0,

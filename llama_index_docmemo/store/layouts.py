@@ -19,7 +19,7 @@ vector with an HNSW index, which finds the candidates the rerank scores:
   similar vectors at ingest, keeping a 1/factor share of them: fewer bytes and a faster rerank,
   scored on the pooled vectors from then on.
 
-What each costs is measured by ``benchmarks/store_scale.py`` (README, "Sizing").
+What each costs is measured by ``benchmarks/store_scale.py`` (docs/backends.md, "Sizing").
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ PAGE_IMAGE_LAYOUT = MultivectorLayout(
     first_stage="mean", storage="float16", quantization="binary", oversampling=2.0
 )
 """New stores of page-image encoders (ColQwen2.5: ~750 patch vectors a page), chosen from the
-sizing table (README, "Sizing"): at 10,000 ColQwen-shaped pages recall@10 0.995 at prefetch 100,
+sizing table (docs/backends.md, "Sizing"): at 10,000 ColQwen-shaped pages recall@10 0.995 at prefetch 100,
 57% of float32's bytes, an index built in 50 s (``rows_cols``: 0.995 at prefetch 50, but 57
 minutes to build its index on this 2-core machine)."""
 
