@@ -100,13 +100,21 @@ class DocMemoIndex:
         self.store = store
         self.encoder = encoder or load_encoder(store.encoder_name, store.encoder_settings)
         self.identity = caller(PageFilter(tenant=tenant, acl_groups=tuple(acl or ()) or None))
-        self.tenant = tenant
-        self.acl = tuple(acl or ())
         self.root = Path(root) if root is not None else None
         self.indexer = indexer or DocumentIndexer(store, self.encoder)
         self.report: IndexReport | None = None
         self._reader_ids: dict[str, tuple[str, int]] = {}  # Document.id_ -> (doc id, Documents)
         _warn_unused_embed_model(self.encoder.name)
+
+    @property
+    def tenant(self) -> str | None:
+        """The tenant its documents are written with and its queries read as."""
+        return self.identity.tenant
+
+    @property
+    def acl(self) -> tuple[str, ...]:
+        """The ACL groups its documents are written with and its queries read as."""
+        return self.identity.acl_groups or ()
 
     def __getattr__(self, name: str) -> Any:
         if name in _BASE_INDEX_ATTRIBUTES:

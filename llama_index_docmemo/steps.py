@@ -111,12 +111,12 @@ def _left(at: float) -> float:
     return left
 
 
-def _time_left(within: Within, at: float) -> float:
-    """Seconds ``within``'s steps have before ``at``; when none, they are closed unrun."""
+def _time_left(effect: Within, at: float) -> float:
+    """Seconds ``effect``'s steps have before ``at``; when none, they are closed unrun."""
     try:
         return _left(at)
     except DeadlineExceeded:
-        within.steps.close()
+        effect.steps.close()
         raise
 
 

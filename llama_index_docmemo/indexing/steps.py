@@ -76,9 +76,13 @@ class DocumentJob:
     def metadata_digest(self) -> str:
         """The digest of what this job stores as metadata."""
         if self.parsed is not None:
-            pages = {p.page: p.metadata for p in self.parsed.pages}
-            return metadata_digest(self.parsed.metadata, pages)
+            return _parsed_digest(self.parsed)
         return metadata_digest(self.metadata, {})
+
+
+def _parsed_digest(parsed: ParsedDocument) -> str:
+    """The digest of a parsed document's metadata: its own keys and its pages'."""
+    return metadata_digest(parsed.metadata, {p.page: p.metadata for p in parsed.pages})
 
 
 @dataclass
@@ -217,8 +221,7 @@ def prepare_document(
         raise ValueError(f"job {job.label!r} has neither a path nor a parsed document")
     with _timed(seconds, "schema"):
         schema = build_schema(parsed, tenant=job.tenant, acl=job.acl)
-        digest = metadata_digest(parsed.metadata, {p.page: p.metadata for p in parsed.pages})
-        schema = schema.model_copy(update={"metadata_digest": digest})
+        schema = schema.model_copy(update={"metadata_digest": _parsed_digest(parsed)})
         records = page_records(parsed, schema)
         if summarizer is not None:
             schema = summarize_schema(summarizer, schema, records)

@@ -332,10 +332,10 @@ class DocMemoLoop:
         except DeadlineExceeded:
             self.timed_out = True
         except Exception as error:  # noqa: BLE001 - an LLM class's own errors, sorted below
+            if not is_llm_failure(error):
+                raise  # a fault of the code, never taken for the LLM's
             if self.out_of_time():
                 self.timed_out = True  # the request's own deadline, set to the query's
-            elif not is_llm_failure(error):
-                raise
             else:
                 self._llm_failed(error)
         return None
@@ -362,8 +362,7 @@ class DocMemoLoop:
                 f"the reader's LLM failed before any page was read: {message}; check that the "
                 "server is up and reachable at that URL, the model name, and the API key"
             ) from error
-        self.error = message
-        self.stop = "llm_error"
+        self.error = message  # the stop policy ends the query on it ("llm_error")
 
     def _budget_left(self) -> bool:
         cap = self.config.budget.max_llm_calls
