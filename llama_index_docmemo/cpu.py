@@ -2,10 +2,10 @@
 
 PyMuPDF does not release the GIL for long, so that work runs on a thread of its own and the
 event loop only waits for it. One thread, not a pool: more threads do not render faster under
-the GIL and make the loop wait longer for it (measured on 24 pages of the FinanceBench and
-MMLongBench-Doc development PDFs, 8 queries at once, 2 cores: layout analysis stalled the loop
-at most 73 ms with one thread, 110 ms with two, 248 ms with asyncio's default pool; renders 47,
-48 and 82 ms). Each engine holds its executor (:func:`default_executor`); an app that wants
+the GIL and make the loop wait longer for it (``benchmarks/loop_stall.py work``: 24 pages of
+the FinanceBench and MMLongBench-Doc development PDFs, 8 at a time, 2 cores, two runs: layout
+analysis stalled the loop at most 80-85 ms with one thread, 88-150 ms with two, 165-335 ms with
+asyncio's default pool; renders 34-36, 35-69 and 71-130 ms). Each engine holds its executor (:func:`default_executor`); an app that wants
 throughput on many cores passes its own, e.g. a ``ProcessPoolExecutor`` (the functions sent
 to it are module-level and their arguments picklable; the usual multiprocessing rule applies:
 guard the app's entry point with ``if __name__ == "__main__"``). The sync driver runs the work
