@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class _Settings(BaseModel):
@@ -27,6 +27,11 @@ class LoopSettings(_Settings):
     Args:
         rounds: maximum retrieve -> read -> update rounds (T).
         pages_per_round: pages read per round (k).
+        pages_schedule: pages read in round 1, 2, ... (the last value repeats); empty:
+            ``pages_per_round`` every round. Smaller later rounds let a stop come sooner
+            after the evidence is found.
+        answer_needs_evidence: an "answered" ends the reading only once the reader has labelled
+            some page useful (an answer from no evidence is not trusted before the last round).
         static: one round of plain top-k (the baseline).
         use_schema / use_belief / use_episodic: the three memories.
         bayesian_update: apply the reader's labels to the beliefs.
@@ -40,6 +45,8 @@ class LoopSettings(_Settings):
 
     rounds: int = Field(3, ge=1, le=10)
     pages_per_round: int = Field(5, ge=1, le=50)
+    pages_schedule: tuple[int, ...] = ()
+    answer_needs_evidence: bool = False
     static: bool = False
     use_schema: bool = True
     use_belief: bool = True
@@ -51,9 +58,27 @@ class LoopSettings(_Settings):
     min_rounds_before_unanswerable: int = Field(2, ge=1)
     max_label_changes_per_round: int = Field(20, ge=1)
 
+    @field_validator("pages_schedule")
+    @classmethod
+    def _check_pages_schedule(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if any(not 1 <= pages <= 50 for pages in value):
+            raise ValueError(f"pages_schedule values must be in [1, 50], got {list(value)}")
+        return value
+
     @property
     def effective_rounds(self) -> int:
         return 1 if self.static else self.rounds
+
+    def pages_at(self, round_: int) -> int:
+        """Pages read in a 1-based round: the schedule's (its last value repeats), else k."""
+        schedule = self.pages_schedule
+        if not schedule:
+            return self.pages_per_round
+        return schedule[min(round_ - 1, len(schedule) - 1)]
+
+    def round_pages(self) -> list[int]:
+        """Pages read in each round when no stop comes first (its sum is the page budget)."""
+        return [self.pages_at(r) for r in range(1, self.effective_rounds + 1)]
 
 
 class SelectionSettings(_Settings):

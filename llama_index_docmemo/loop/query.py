@@ -45,6 +45,7 @@ from llama_index_docmemo.loop.result import (
     capped_crops,
     round_trace,
 )
+from llama_index_docmemo.loop.trust import trusts_answer
 from llama_index_docmemo.memory.belief import PageBeliefMemory, normalise_scores
 from llama_index_docmemo.memory.episodic import EpisodicMemory
 from llama_index_docmemo.memory.schema import DocumentSchema, SchemaMemory
@@ -268,8 +269,9 @@ class DocMemoLoop:
         return scores, chosen.pages, k, lam
 
     def _round_budget(self) -> int:
-        """Pages this round reads: ``pages_per_round``, within ``max_pages`` in all."""
-        k = self.config.loop.pages_per_round
+        """Pages this round reads (``pages_schedule`` / ``pages_per_round``), within
+        ``max_pages`` in all."""
+        k = self.config.loop.pages_at(self.round)
         cap = self.config.budget.max_pages
         return k if cap is None else max(0, min(k, cap - len(self.read)))
 
@@ -370,9 +372,7 @@ class DocMemoLoop:
 
     def out_of_time(self) -> bool:
         limit = self.config.budget.max_seconds
-        return self.timed_out or (
-            limit is not None and _clock() - self._deadline_start >= limit
-        )
+        return self.timed_out or (limit is not None and _clock() - self._deadline_start >= limit)
 
     # -- update and stop ----------------------------------------------------------------------
     def update(self, selection: RoundSelection, feedback: Feedback | None) -> Steps[None]:
@@ -449,7 +449,8 @@ class DocMemoLoop:
         if loop.static:
             return "static"
         status = feedback.status if feedback else "need_more"
-        if status == "answered":
+        useful = len(self.episodic.useful_pages)
+        if trusts_answer(status, useful_so_far=useful, needs_evidence=loop.answer_needs_evidence):
             return "answered"
         if status == "unanswerable" and self._explored(selection.round):
             return "unanswerable"
