@@ -29,9 +29,7 @@ def test_an_answer_is_trusted_only_with_evidence_when_asked(
     status: str, useful: int, needs_evidence: bool
 ) -> None:
     expected = status == "answered" and (useful > 0 or not needs_evidence)
-    assert (
-        trusts_answer(status, useful_so_far=useful, needs_evidence=needs_evidence) is expected
-    )
+    assert trusts_answer(status, useful_so_far=useful, needs_evidence=needs_evidence) is expected
 
 
 @pytest.mark.parametrize(
