@@ -128,7 +128,8 @@ class SelectionSettings(_Settings):
 class LeverSettings(_Settings):
     """Retrieval levers that use the document's structure and the question's own references
     (docs/evaluation.md, "Levers"): on by default, the combination that won on the tuning half of
-    MMLongBench-Doc. None of them changes round 1.
+    MMLongBench-Doc. Only ``statement_first_round=1`` changes round 1 (and with it the
+    first-round ranking every baseline of the evaluation reads).
 
     Args:
         question_reference_weight: alpha given before round 1 to the pages the question names
@@ -138,6 +139,7 @@ class LeverSettings(_Settings):
         statement_weight: from round 2, for a question naming a financial metric (ROE, DPO,
             margin, cash flow...), also search the headings of the primary statements its
             inputs come from and fuse with this weight (0: off).
+        statement_first_round: the first round whose candidates fuse the statement searches.
         fusion_rule: "max" or "sum" of the weighted unit-scaled rankings.
     """
 
@@ -145,6 +147,7 @@ class LeverSettings(_Settings):
     reference_weight: float = Field(2.0, ge=0.0)
     continuation_weight: float | None = Field(None, ge=0.0)
     statement_weight: float = Field(0.7, ge=0.0)
+    statement_first_round: int = Field(2, ge=1)
     fusion_rule: Literal["max", "sum"] = "max"
 
     @property

@@ -31,8 +31,10 @@ from llama_index_docmemo.evaluation.datasets import QAItem
 from llama_index_docmemo.evaluation.metrics import QuestionRun
 from llama_index_docmemo.evaluation.orders import next_in_ranking, next_neighbours
 from llama_index_docmemo.events import counting_llm_calls
+from llama_index_docmemo.levers.rounds import RoundLevers
 from llama_index_docmemo.loop.trust import trusts_answer
 from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
+from llama_index_docmemo.steps import run as run_steps
 from llama_index_docmemo.store.base import PageStore
 from llama_index_docmemo.trace import QueryTrace
 from llama_index_docmemo.types import PageFilter, PageRecord, PageRef
@@ -150,7 +152,9 @@ class DocMemoEvalEngine(EvalEngine):
 
 
 class FirstRoundRanking:
-    """The store's candidates for a question in its document, best first, as DocMemo's round 1 sees them.
+    """The candidates for a question in its document, best first, as DocMemo's round 1 sees them:
+    the levers' round-1 candidates (:meth:`RoundLevers.candidates`), so a lever that fuses
+    searches into round 1 changes every baseline's ranking too.
 
     Ties in score are broken by (document, page), as the retriever does.
     """
@@ -162,12 +166,12 @@ class FirstRoundRanking:
 
     def records(self, item: QAItem, depth: int) -> list[PageRecord]:
         """At least ``config.selection.candidates`` and up to ``depth`` pages of the ranking."""
-        hits = self.store.search(
-            self.encoder.encode_query(item.question),
-            limit=max(self.config.selection.candidates, depth),
-            page_filter=PageFilter(doc_ids=(item.doc,)),
-            prefetch_limit=self.config.selection.prefetch,
-        )
+        selection = self.config.selection
+        wide = selection.model_copy(update={"candidates": max(selection.candidates, depth)})
+        levers = RoundLevers(self.store, self.encoder, self.config.levers, wide)
+        query = self.encoder.encode_query(item.question)
+        scope = PageFilter(doc_ids=(item.doc,))
+        hits = run_steps(levers.candidates(1, item.question, query, scope, {}))
         hits = sorted(hits, key=lambda h: (-h.score, h.record.doc_id, h.record.page))
         return [h.record for h in hits]
 
