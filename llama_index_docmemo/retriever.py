@@ -23,7 +23,7 @@ from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.levers.rounds import RoundLevers
 from llama_index_docmemo.loop import DocMemoLoop, LoopParts
 from llama_index_docmemo.loop.reading import selected_nodes
-from llama_index_docmemo.steps import arun, run
+from llama_index_docmemo.step_runtime import arun, run
 from llama_index_docmemo.store.identity import ScopeLike, caller
 from llama_index_docmemo.store.metadata import has_key, user_keys
 from llama_index_docmemo.types import PageFilter

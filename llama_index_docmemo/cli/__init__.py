@@ -1,5 +1,5 @@
-"""The ``docmemo`` command: index, list and delete documents (:mod:`.documents`), search pages,
-ask questions and run the demo (:mod:`.questions`), eval and compare (:mod:`.harness`, extra
+"""The ``docmemo`` command: index, list and delete documents (:mod:`.document_commands`), search pages,
+ask questions and run the demo (:mod:`.question_commands`), eval and compare (:mod:`.harness`, extra
 ``eval``); the options they share are in :mod:`.options`."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ __all__ = ["add_llm_args", "build_parser", "llm_from_args", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from llama_index_docmemo.cli import documents, harness, questions
+    from llama_index_docmemo.cli import document_commands, harness, question_commands
     from llama_index_docmemo.paths import default_store_dir
 
     parser = argparse.ArgumentParser(
@@ -27,8 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress details")
     sub = parser.add_subparsers(dest="command", required=True)
-    documents.register(sub)
-    questions.register(sub)
+    document_commands.register(sub)
+    question_commands.register(sub)
     harness.register(sub)
     return parser
 

@@ -13,7 +13,7 @@ mode that worked per server (``llms/servers.py``).
 Also here, for every pydantic reply model: the strict schema sent with a request
 (:func:`reply_schema`), lenient reading of a reply (:func:`validate_reply`), and the last
 resort for an LLM that has no native structured form, the schema in the system turn with one
-repair request (:func:`ask_with_schema_in_prompt`, written as steps: ``steps.py``). Pure: no I/O.
+repair request (:func:`ask_with_schema_in_prompt`, written as steps: ``step_runtime.py``). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from llama_index.core.output_parsers.base import OutputParserException
 from llama_index.core.output_parsers.utils import extract_json_str, parse_json_markdown
 from pydantic import BaseModel, ValidationError
 
-from llama_index_docmemo.steps import Steps, either
+from llama_index_docmemo.step_runtime import Steps, either
 
 if TYPE_CHECKING:
     from llama_index.core.llms import LLM

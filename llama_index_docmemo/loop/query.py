@@ -2,7 +2,7 @@
 
 Everything that belongs to one query lives on one :class:`DocMemoLoop` object (beliefs,
 episodic and schema memory, records seen, LLM calls, the trace) and nowhere else, so concurrent
-queries never share state. Each step is written once, as steps (``steps.py``): it yields the
+queries never share state. Each step is written once, as steps (``step_runtime.py``): it yields the
 store searches, page reads, renders and LLM requests it needs, and :meth:`DocMemoLoop.run` /
 :meth:`DocMemoLoop.arun` perform them with sync or async I/O (blocking work off the event loop).
 The engine and the retriever are thin LlamaIndex adapters over it.
@@ -52,7 +52,7 @@ from llama_index_docmemo.memory.schema import DocumentSchema, SchemaMemory
 from llama_index_docmemo.reasoning.base import summarize_evidence
 from llama_index_docmemo.reasoning.validation import sanitize_feedback
 from llama_index_docmemo.selection import candidate_pool, select_pages
-from llama_index_docmemo.steps import Steps, arun, either, offload, run, within
+from llama_index_docmemo.step_runtime import Steps, arun, either, offload, run, within
 from llama_index_docmemo.trace import (
     PageScore,
     RoundTrace,

@@ -13,7 +13,7 @@ from llama_index_docmemo.loop.instrumentation import rerank_events
 from llama_index_docmemo.loop.result import crop_view, page_image
 from llama_index_docmemo.nodes import PageWithScore, node_ref, page_node
 from llama_index_docmemo.reasoning.base import PageView, ReasoningInput
-from llama_index_docmemo.steps import Steps, either
+from llama_index_docmemo.step_runtime import Steps, either
 from llama_index_docmemo.types import PageRecord, PageRef
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from llama_index.core.schema import NodeWithScore
 from llama_index_docmemo.ingest.page_images import PageImage, page_image_files
 from llama_index_docmemo.nodes import PageWithScore, is_page, node_ref, page_node
 from llama_index_docmemo.reasoning.base import CropView
-from llama_index_docmemo.steps import Steps
+from llama_index_docmemo.step_runtime import Steps
 from llama_index_docmemo.trace import (
     BeliefState,
     FeedbackRecord,
