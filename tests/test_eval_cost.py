@@ -112,3 +112,14 @@ def test_report_has_cost_at_the_stop_and_on_the_curve(tmp_path: Path) -> None:
     assert "## Cost per question at the stop (simulated reader)" in md
     assert "| docmemo | 3.0 | 1.50 | 0.00 | 315 | 50.0" in md
     assert "10 a request + 100 a page shown (test)" in md
+
+
+@pytest.mark.parametrize(
+    ("model", "image"), [("gpt-4o", 765), ("Qwen/Qwen2.5-VL-7B-Instruct", 2214)]
+)
+def test_token_estimate_prices_a_page_by_the_models_image_rule(model: str, image: int) -> None:
+    from llama_index_docmemo.evaluation.cost import PAGE_TEXT_TOKENS, token_estimate
+
+    estimate = token_estimate(model)
+    assert estimate.per_page == image + PAGE_TEXT_TOKENS
+    assert model in estimate.source and str(image) in estimate.source

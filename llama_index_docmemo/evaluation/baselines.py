@@ -34,7 +34,7 @@ from llama_index_docmemo.events import counting_llm_calls
 from llama_index_docmemo.levers.rounds import RoundLevers
 from llama_index_docmemo.loop.trust import trusts_answer
 from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
-from llama_index_docmemo.steps import run as run_steps
+from llama_index_docmemo.step_runtime import run as run_steps
 from llama_index_docmemo.store.base import PageStore
 from llama_index_docmemo.trace import QueryTrace
 from llama_index_docmemo.types import PageFilter, PageRecord, PageRef

@@ -111,17 +111,25 @@ def mean_cost(
     return {f: float(np.mean([getattr(c, f) for c in costs])) for f in fields}
 
 
-PAGE_IMAGE_TOKENS = 765
-"""A letter-size page rendered at the reader's 1,500 px long side, as gpt-4o counts it at high
-detail: scaled to 768 px on its short side, 2 x 2 tiles of 512 px, 85 + 4 x 170 tokens."""
+RENDERED_PAGE = (1159, 1500)
+"""A letter-size page (612 x 792 points) as the reader renders it, 1,500 px on its long side."""
 PAGE_TEXT_TOKENS = 414
 """One page's extracted text in a 5-page request (mean over 40 tuning questions of
 MMLongBench-Doc, ``benchmarks/request_tokens.py``; filings carry more text)."""
 REQUEST_TOKENS = 607
 """System prompt, question, document outline and reply form of one request (same measurement)."""
+DEFAULT_COST_MODEL = "gpt-4o"
 
-DEFAULT_ESTIMATE = TokenEstimate(
-    per_page=PAGE_IMAGE_TOKENS + PAGE_TEXT_TOKENS,
-    per_request=REQUEST_TOKENS,
-    source="gpt-4o high-detail page image + text, benchmarks/request_tokens.py",
-)
+
+def token_estimate(model: str = DEFAULT_COST_MODEL) -> TokenEstimate:
+    """The estimate for ``model``: its family's image tokens for :data:`RENDERED_PAGE` sent at
+    the size worth sending (``llms.image_budget``), plus the measured text parts."""
+    from llama_index_docmemo.llms.image_budget import fit_size, image_tokens, model_family
+
+    family = model_family(model)
+    image = image_tokens(family, *fit_size(family, *RENDERED_PAGE))
+    return TokenEstimate(
+        per_page=image + PAGE_TEXT_TOKENS,
+        per_request=REQUEST_TOKENS,
+        source=f"{model} ({family}): {image} image + {PAGE_TEXT_TOKENS} text tokens a letter page",
+    )

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from llama_index_docmemo.evaluation.cost import DEFAULT_ESTIMATE, TokenEstimate, mean_cost
+from llama_index_docmemo.evaluation.cost import TokenEstimate, mean_cost, token_estimate
 from llama_index_docmemo.evaluation.curves import (
     SeedRuns,
     budgets,
@@ -83,13 +83,14 @@ def build_report(
     items: Sequence[QAItem],
     runs: SeedRuns,
     settings: Mapping[str, Any],
-    estimate: TokenEstimate = DEFAULT_ESTIMATE,
+    estimate: TokenEstimate | None = None,
 ) -> dict[str, Any]:
     """The report of runs over one or more seeds (``runs[seed][engine]``).
 
     Accuracy is null for the simulated reasoner (its answers are not real); ``estimate`` prices
-    a reader request in prompt tokens.
+    a reader request in prompt tokens (default: :func:`.cost.token_estimate` for gpt-4o).
     """
+    estimate = estimate or token_estimate()
     by_qid = {item.qid: item for item in items}
     k, rounds = int(settings["k"]), int(settings["rounds"])
     points = budgets(k, rounds)
@@ -300,7 +301,7 @@ def write_report(
     settings: Mapping[str, Any],
     judge_accuracy: Mapping[str, float] | None = None,
     judge: str | None = None,
-    estimate: TokenEstimate = DEFAULT_ESTIMATE,
+    estimate: TokenEstimate | None = None,
 ) -> dict[str, Any]:
     """Write ``report.json`` and ``report.md`` into ``out_dir``; returns the report.
 
