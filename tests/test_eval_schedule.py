@@ -18,6 +18,7 @@ from llama_index_docmemo.evaluation.simulated import SimulatedReasoner
 from llama_index_docmemo.evaluation.stopping import StopRule
 from llama_index_docmemo.loop.trust import trusts_answer
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
+from llama_index_docmemo.types import PageRef
 
 ROUND_BASED = ("docmemo", "static-paged", "neighbours")
 
@@ -130,3 +131,39 @@ def test_an_unevidenced_answer_ends_no_engine_early(
         for run in runs[name]:
             assert run.rounds == (3 if needs_evidence else 1), (name, run.qid)
             assert run.stop_reason == ("max_rounds" if needs_evidence else "answered")
+
+
+@pytest.mark.parametrize("first_round", [1, 2])
+def test_round_one_fusion_reaches_every_baseline(tmp_path: Path, first_round: int) -> None:
+    """With ``statement_first_round=1`` the income statement joins round 1, for DocMemo and for
+    every engine reading the first-round ranking alike; by default round 1 is the plain ranking."""
+    root = tmp_path / "data"
+    (root / "pdfs").mkdir(parents=True)
+    row = {"qid": "r", "doc": "r.pdf", "question": "revenue growth page", "answer": "x",
+           "evidence_pages": [3, 10]}  # fmt: skip
+    (root / "qa.jsonl").write_text(json.dumps(row))
+    (root / "pdfs" / "r.pdf").write_bytes(b"%PDF-1.4")
+    pages = _pages()
+    pages[9] = "consolidated statements of operations net sales operating income net income"
+    store, encoder = MemoryPageStore(), BagOfWordsEncoder()
+    store.add("r.pdf", pages)
+
+    def make(config: DocMemoConfig, reasoner):
+        return DocMemoQueryEngine.from_defaults(
+            store=store, encoder=encoder, reasoner=reasoner, config=config, evidence_images=False
+        )
+
+    engines = build_engines(
+        [*ROUND_BASED, "static@3"],
+        configs=EngineConfigs(3, 2, {"candidates": 10, "statement_first_round": first_round}),
+        seed=0,
+        make_engine=make,
+        store=store,
+        encoder=encoder,
+    )
+    runs = run_evaluation(
+        load_dataset(root), engines, lambda: SimulatedReasoner(fn=0.0), tmp_path, progress=False
+    )
+    firsts = {name: set(runs[name][0].reads[0]) for name in engines}
+    assert len({frozenset(f) for f in firsts.values()}) == 1, firsts
+    assert (PageRef("r.pdf", 10) in firsts["docmemo"]) is (first_round == 1)
