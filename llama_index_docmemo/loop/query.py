@@ -49,7 +49,7 @@ from llama_index_docmemo.memory.belief import PageBeliefMemory, normalise_scores
 from llama_index_docmemo.memory.episodic import EpisodicMemory
 from llama_index_docmemo.memory.schema import DocumentSchema, SchemaMemory
 from llama_index_docmemo.reasoning.base import summarize_evidence
-from llama_index_docmemo.reasoning.validation import sanitize_feedback
+from llama_index_docmemo.reasoning.replies import sanitize_feedback
 from llama_index_docmemo.selection import candidate_pool, select_pages
 from llama_index_docmemo.step_runtime import Steps, arun, either, offload, run, within
 from llama_index_docmemo.trace import (
