@@ -138,7 +138,9 @@ def _shown(inputs: Sequence[ReasoningInput]) -> list[tuple[Any, ...]]:
 def observe(settings: dict[str, Any], scenario: str) -> dict[str, Any]:
     """What one query does under ``settings`` in ``scenario``, as seen from outside."""
     store = _store()
-    reader = (Unanswerable if scenario == "unanswerable" else GoldReasoner)(GOLD, refine="revenue recognition")
+    reader = (Unanswerable if scenario == "unanswerable" else GoldReasoner)(
+        GOLD, refine="revenue recognition"
+    )
     config = DocMemoConfig(**{"rounds": 3, "pages_per_round": 3, **settings})
     engine = DocMemoQueryEngine.from_defaults(
         store=store,
