@@ -62,8 +62,8 @@ def test_a_filtered_graph_never_serves_an_unfiltered_query(store: PageStore) -> 
     assert pages_in(filtered) <= {1, 2}, "no link to a page outside the filter"
     fresh = graph(levers_on(store), OWNER)
     assert fresh.linked(1) == {4: "label"}
-    assert graph(levers, OWNER).to_json() == fresh.to_json()
-    assert graph(levers, FIRST_TWO).to_json() == filtered.to_json()
+    assert graph(levers, OWNER).links == fresh.links
+    assert graph(levers, FIRST_TWO).links == filtered.links
 
 
 def test_a_caller_without_the_group_never_gets_the_cached_graph(store: PageStore) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import warnings
 from collections.abc import Sequence
 
 from llama_index_docmemo.cli.options import add_llm_args, llm_from_args
@@ -34,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # a command-line user sees the package's deprecations (Python hides them outside __main__)
+    warnings.filterwarnings("default", category=DeprecationWarning, module="llama_index_docmemo")
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,

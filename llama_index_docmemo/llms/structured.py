@@ -31,6 +31,7 @@ from llama_index.core.output_parsers.base import OutputParserException
 from llama_index.core.output_parsers.utils import extract_json_str, parse_json_markdown
 from pydantic import BaseModel, ValidationError
 
+from llama_index_docmemo.llms.untrusted import fenced
 from llama_index_docmemo.step_runtime import Steps, either
 
 if TYPE_CHECKING:
@@ -229,18 +230,13 @@ REPAIR_SYSTEM = (
 )
 
 
-def _fenced(text: str) -> str:
-    safe = text.replace("<document>", "< document>").replace("</document>", "</ document>")
-    return f"<document>\n{safe}\n</document>"
-
-
 def repair_messages(
     reply: str, problem: str, schema: dict[str, Any], *, reply_chars: int = 6000
 ) -> list[ChatMessage]:
     """The request asking to restate a malformed ``reply`` as JSON matching ``schema``."""
     text = (
         f"This reply should have been a JSON object matching the schema below, but {problem}.\n\n"
-        f"Schema:\n{json.dumps(schema)}\n\nReply to fix:\n{_fenced(reply[:reply_chars])}"
+        f"Schema:\n{json.dumps(schema)}\n\nReply to fix:\n{fenced(reply[:reply_chars])}"
     )
     return [
         ChatMessage(role=MessageRole.SYSTEM, content=REPAIR_SYSTEM),

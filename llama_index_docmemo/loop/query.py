@@ -15,7 +15,6 @@ among the candidates, and records only for pages retrieved or selected.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 import llama_index.core.instrumentation as instrument
@@ -45,12 +44,13 @@ from llama_index_docmemo.loop.result import (
     capped_crops,
     round_trace,
 )
+from llama_index_docmemo.loop.snapshot import QuerySnapshot, RoundSelection
 from llama_index_docmemo.loop.trust import trusts_answer
 from llama_index_docmemo.memory.belief import PageBeliefMemory, normalise_scores
 from llama_index_docmemo.memory.episodic import EpisodicMemory
 from llama_index_docmemo.memory.schema import DocumentSchema, SchemaMemory
 from llama_index_docmemo.reasoning.base import summarize_evidence
-from llama_index_docmemo.reasoning.validation import sanitize_feedback
+from llama_index_docmemo.reasoning.replies import sanitize_feedback
 from llama_index_docmemo.selection import candidate_pool, select_pages
 from llama_index_docmemo.step_runtime import Steps, arun, either, offload, run, within
 from llama_index_docmemo.trace import (
@@ -61,25 +61,12 @@ from llama_index_docmemo.trace import (
 from llama_index_docmemo.types import Feedback, PageFilter, PageHit, PageRecord, PageRef
 
 if TYPE_CHECKING:
-    pass
+    from llama_index.core.postprocessor.types import BaseNodePostprocessor
 
 dispatcher = instrument.get_dispatcher(__name__)
 
 T = TypeVar("T")
 _clock = time.perf_counter  # the deadline's clock (tests substitute a fake one)
-
-
-@dataclass
-class RoundSelection:
-    """What one round retrieved and chose to read."""
-
-    round: int
-    query: str
-    lam: float
-    candidates: list[PageScore]
-    pages: list[PageRecord]
-    scores: list[float]
-    seconds: float
 
 
 class DocMemoLoop:
@@ -151,10 +138,36 @@ class DocMemoLoop:
                         store.count_pages, store.acount_pages, self.scope
                     )
                 yield from self.update(selection, feedback)
-            return (yield from build_result(self))
+            status, answer = self.verdict()
+            return (yield from build_result(self.snapshot(), status, answer))
 
     def callbacks(self) -> CallbackManager:
         return self.parts.callback_manager or CallbackManager([])
+
+    def snapshot(self) -> QuerySnapshot:
+        """This query's state now, for the reading and result code (which never see the loop)."""
+        parts = self.parts
+        return QuerySnapshot(
+            question=self.question,
+            config=self.config,
+            schema=self.schema,
+            beliefs=self.beliefs,
+            episodic=self.episodic,
+            records=dict(self.records),
+            read=frozenset(self.read),
+            crops=tuple(self.crops),
+            last_scores=dict(self.last_scores),
+            llm_calls=self.llm_calls,
+            pages_known=self.pages_known,
+            reader=parts.reader,
+            cache_dir=parts.cache_dir,
+            evidence_images=parts.evidence_images,
+            reserved_llm_calls=parts.reserved_llm_calls,
+            stop=self.stop,
+            error=self.error,
+            rounds=tuple(self.rounds),
+            seconds=time.perf_counter() - self.started,
+        )
 
     # -- select -------------------------------------------------------------------------------
     def round_query(self) -> str:
@@ -198,14 +211,26 @@ class DocMemoLoop:
             scores, chosen, k, lam = self._choose(hits)
             if self.parts.reranker is not None and chosen:
                 try:
-                    stage = rerank_stage(self, self.parts.reranker, query, chosen, k)
+                    stage = self._reranked(self.parts.reranker, query, chosen, k)
                     chosen = yield from self.in_time(stage)
                 except DeadlineExceeded:  # the round keeps its own order; reading stops it
                     self.timed_out = True
             yield from self.fetch_records(chosen[:k])
             selection = self._selection(query, lam, hits, scores, chosen[:k], started)
-            ended(selected_nodes(self, selection))
+            ended(selected_nodes(self.snapshot(), selection))
         return selection
+
+    def _reranked(
+        self, reranker: BaseNodePostprocessor, query: str, chosen: list[PageRef], k: int
+    ) -> Steps[list[PageRef]]:
+        """The chosen pages' records fetched, then the rerank stage over them."""
+        yield from self.fetch_records(chosen)
+        state = self.snapshot()
+        return (
+            yield from rerank_stage(
+                state, reranker, query, chosen, k, self.callbacks(), self.round_cost
+            )
+        )
 
     def _beliefs_on(self) -> bool:
         return self.config.loop.use_belief and not self.config.loop.static
@@ -322,12 +347,12 @@ class DocMemoLoop:
             found = yield either(
                 cropper.postprocess_nodes,
                 cropper.apostprocess_nodes,
-                selected_nodes(self, selection),
+                selected_nodes(self.snapshot(), selection),
                 bundle,
             )
             crops = capped_crops(found, self.crops, self.config.loop.max_table_crops)
         self.crops.extend(crops)
-        reading = reading_input(self, selection, crops)
+        reading = reading_input(self.snapshot(), selection, crops)
         try:
             with counting_llm_calls(self.round_cost):
                 return (yield from self.in_time(reader.read(reading)))
@@ -404,7 +429,10 @@ class DocMemoLoop:
                         self.beliefs, feedback.useful_pages, self.versions, self.scope
                     )
             self.feedback = feedback
-        self.rounds.append(round_trace(self, selection, feedback, dropped))
+        trace = round_trace(
+            selection, feedback, dropped, self.beliefs, len(self.crops), self.round_cost
+        )
+        self.rounds.append(trace)
         dispatcher.event(
             DocMemoRoundEndEvent(
                 round=selection.round,
