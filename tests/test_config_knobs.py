@@ -110,6 +110,19 @@ class Unanswerable(GoldReasoner):
         return feedback.model_copy(update={"status": "unanswerable", "answer": None})
 
 
+class Guesser(GoldReasoner):
+    """Says "answered" every round without labelling any page useful."""
+
+    def reason(self, inp: ReasoningInput) -> Feedback:
+        feedback = super().reason(inp)
+        return feedback.model_copy(
+            update={"status": "answered", "answer": "a guess", "useful_pages": []}
+        )
+
+
+READERS = {"unanswerable": Unanswerable, "guess": Guesser}
+
+
 def _without_timings(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _without_timings(v) for k, v in value.items() if k != "seconds"}
@@ -138,9 +151,7 @@ def _shown(inputs: Sequence[ReasoningInput]) -> list[tuple[Any, ...]]:
 def observe(settings: dict[str, Any], scenario: str) -> dict[str, Any]:
     """What one query does under ``settings`` in ``scenario``, as seen from outside."""
     store = _store()
-    reader = (Unanswerable if scenario == "unanswerable" else GoldReasoner)(
-        GOLD, refine="revenue recognition"
-    )
+    reader = READERS.get(scenario, GoldReasoner)(GOLD, refine="revenue recognition")
     config = DocMemoConfig(**{"rounds": 3, "pages_per_round": 3, **settings})
     engine = DocMemoQueryEngine.from_defaults(
         store=store,
@@ -167,6 +178,8 @@ def observe(settings: dict[str, Any], scenario: str) -> dict[str, Any]:
 ROWS: list[tuple[str, Any, dict[str, Any], str]] = [
     ("rounds", 1, {}, ""),
     ("pages_per_round", 2, {}, ""),
+    ("pages_schedule", (2, 1), {}, ""),
+    ("answer_needs_evidence", True, {}, "guess"),
     ("static", True, {}, ""),
     ("use_schema", False, {}, ""),
     ("use_belief", False, {}, ""),
@@ -193,6 +206,7 @@ ROWS: list[tuple[str, Any, dict[str, Any], str]] = [
     ("reference_weight", 0.0, {"continuation_weight": 2.0}, ""),
     ("continuation_weight", 0.0, {}, ""),
     ("statement_weight", 0.0, {}, ""),
+    ("statement_first_round", 1, {}, ""),
     ("fusion_rule", "sum", {}, ""),
     ("max_llm_calls", 1, {}, ""),
     ("max_pages", 2, {}, ""),
