@@ -1,0 +1,157 @@
+"""Every Python and shell block of README.md and docs/*.md runs, as a newcomer would paste it.
+
+The blocks run in document order in one working folder (so the CLI and Python blocks that chain,
+index then ask, share a store), with the ``docmemo`` CLI on PATH, the generated demo report as
+``reports/10k.pdf`` and ``filings/10k.pdf``, a ``questions.jsonl``, and scripted OpenAI-compatible
+servers (``fake_vllm_server``) standing in for the LLM servers the blocks name: each
+``http://localhost:PORT/v1`` or ``http://127.0.0.1:PORT/v1`` of a block is pointed at the
+server for that port, and ``OpenAI(model="gpt-4o")`` reaches one through ``OPENAI_API_BASE`` (set for such blocks only).
+A block marked ``<!-- skip: reason -->`` is reported as skipped with its reason; the last line
+of the run counts blocks run and skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+from doc_blocks import Block, runnable_blocks
+from fake_vllm_server import SHOWN_PAGE, FakeVLLM, Reply, Request
+
+from llama_index_docmemo.demo.document import write_demo_pdf
+
+pytestmark = pytest.mark.slow  # a subprocess per block
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+BLOCKS = [
+    b for page in PAGES for b in runnable_blocks(page.read_text(), str(page.relative_to(ROOT)))
+]
+
+SERVERS = {
+    "openai": ("gpt-4o", "openai"),  # OpenAI(model="gpt-4o") through OPENAI_API_BASE
+    "8000": ("qwen2.5-vl-7b", "vllm"),
+    "8001": ("JUDGE", "vllm"),
+    "8080": ("smollm2", "llama_cpp"),
+}
+"""The scripted server behind each port the docs name: the model it serves, its flavour."""
+
+_URL = re.compile(r"http://(?:localhost|127\.0\.0\.1):(\d+)/v1")
+ANSWER = "1,184 employees"
+
+
+def scripted(request: Request) -> Reply:
+    """Verdicts for a judge, reader JSON when a schema is asked for, plain text otherwise."""
+    text = request.text
+    if "## Reference Answer" in text:
+        return Reply("4.0\nClose to the reference.")
+    if "Assistant A’s Answer" in text:
+        return Reply("[[A]]")
+    if request.schema is None and "validates against this JSON schema" not in text:
+        return Reply(f"From the context: {ANSWER}.")
+    shown = [int(n) for n, _, _ in SHOWN_PAGE.findall(text)]
+    reply = {
+        "notes": [{"page": n, "fact": ANSWER} for n in shown[:1]],
+        "useful_pages": shown[:1],
+        "irrelevant_pages": shown[1:],
+        "missing": [],
+        "status": "answered" if shown else "need_more",
+        "answer": ANSWER if shown else None,
+        "refined_query": None,
+    }
+    return Reply(json.dumps(reply))
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[dict[str, FakeVLLM]]:
+    with ExitStack() as stack:
+        yield {
+            port: stack.enter_context(
+                FakeVLLM([], default=scripted, model=model, flavour=flavour, require_schema=False)
+            )
+            for port, (model, flavour) in SERVERS.items()
+        }
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("doc-blocks")
+    for docs in ("reports", "filings"):
+        write_demo_pdf(folder / docs / "10k.pdf")
+    question = {"question": "How many employees were in the Nordic region at the end of 2024?"}
+    (folder / "questions.jsonl").write_text(json.dumps(question | {"expected": "1,184"}) + "\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def tally(request: pytest.FixtureRequest) -> Iterator[dict[str, int]]:
+    counts = {"run": 0, "skipped": 0}
+    yield counts
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    with capture.global_and_fixture_disabled():
+        print(f"\ndoc blocks: {counts['run']} run, {counts['skipped']} skipped")
+
+
+def pointed_at(code: str, servers: dict[str, FakeVLLM]) -> str:
+    """``code`` with every local LLM URL replaced by its scripted server's."""
+
+    def replace(match: re.Match[str]) -> str:
+        port = match.group(1)
+        if port not in servers:
+            raise AssertionError(f"no scripted server for port {port}: add it to SERVERS")
+        return servers[port].url
+
+    return _URL.sub(replace, code)
+
+
+def block_env(block: Block, workspace: Path, servers: dict[str, FakeVLLM]) -> dict[str, str]:
+    """The process environment of a block; OpenAI's variables only for a block that builds
+    ``OpenAI(...)`` (elsewhere they would make LlamaIndex's default LLM a gpt-3.5-turbo)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DOCMEMO_LLM", "OPENAI_"))}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env["DOCMEMO_STORE_DIR"] = str(workspace / "default-store")
+    env["DOCMEMO_CACHE_DIR"] = str(workspace / "cache")
+    if "OpenAI(" in block.code:
+        env["OPENAI_API_BASE"] = servers["openai"].url
+        env["OPENAI_API_KEY"] = "sk-test"
+    return env
+
+
+@pytest.mark.parametrize("block", BLOCKS, ids=[b.name for b in BLOCKS])
+def test_block_runs(
+    block: Block, workspace: Path, servers: dict[str, FakeVLLM], tally: dict[str, int]
+) -> None:
+    if block.skip is not None:
+        tally["skipped"] += 1
+        pytest.skip(f"{block.name}: {block.skip}")
+    script = workspace / f"block.{'py' if block.kind == 'python' else 'sh'}"
+    script.write_text(pointed_at(block.code, servers))
+    before = {port: len(server.problems) for port, server in servers.items()}
+    command = (
+        [sys.executable, str(script)] if block.kind == "python" else ["bash", "-e", str(script)]
+    )
+    out = subprocess.run(
+        command,
+        cwd=workspace,
+        env=block_env(block, workspace, servers),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    tally["run"] += 1
+    problems = [p for port, server in servers.items() for p in server.problems[before[port] :]]
+    assert out.returncode == 0, f"{block.name} failed:\n{out.stdout[-1500:]}\n{out.stderr[-3000:]}"
+    assert problems == [], problems  # requests a real server would have refused
+
+
+def test_every_page_has_runnable_blocks_and_every_skip_says_why() -> None:
+    assert {b.source for b in BLOCKS} >= {"README.md", "docs/cli.md", "docs/python.md"}
+    assert all(b.skip is None or len(b.skip) > 10 for b in BLOCKS)
