@@ -6,7 +6,7 @@ index then ask, share a store), with the ``docmemo`` CLI on PATH, the generated 
 servers (``fake_vllm_server``) standing in for the LLM servers the blocks name: each
 ``http://localhost:PORT/v1`` or ``http://127.0.0.1:PORT/v1`` of a block is pointed at the
 server for that port, and ``OpenAI(model="gpt-4o")`` reaches one through ``OPENAI_API_BASE`` (set for such blocks only).
-A block marked ``<!-- skip: reason -->`` is reported as skipped with its reason; the last line
+The folder starts with ``./docmemo_store`` indexed as the README's CLI block does. A block marked ``<!-- skip: reason -->`` is reported as skipped with its reason; the last line
 of the run counts blocks run and skipped.
 """
 
@@ -36,12 +36,12 @@ BLOCKS = [
 ]
 
 SERVERS = {
-    "openai": ("gpt-4o", "openai"),  # OpenAI(model="gpt-4o") through OPENAI_API_BASE
-    "8000": ("qwen2.5-vl-7b", "vllm"),
-    "8001": ("JUDGE", "vllm"),
-    "8080": ("smollm2", "llama_cpp"),
+    "openai": ("gpt-4o", "openai", None),  # OpenAI(model="gpt-4o") through OPENAI_API_BASE
+    "8000": ("qwen2.5-vl-7b", "vllm", None),
+    "8001": ("JUDGE", "vllm", None),
+    "8080": ("smollm2", "llama_cpp", "llama_cpp"),  # a text model: refuses list content
 }
-"""The scripted server behind each port the docs name: the model it serves, its flavour."""
+"""The scripted server behind each port the docs name: model, flavour, text-only kind."""
 
 _URL = re.compile(r"http://(?:localhost|127\.0\.0\.1):(\d+)/v1")
 ANSWER = "1,184 employees"
@@ -74,19 +74,36 @@ def servers() -> Iterator[dict[str, FakeVLLM]]:
     with ExitStack() as stack:
         yield {
             port: stack.enter_context(
-                FakeVLLM([], default=scripted, model=model, flavour=flavour, require_schema=False)
+                FakeVLLM(
+                    [],
+                    default=scripted,
+                    model=model,
+                    flavour=flavour,
+                    text_model=text_model,
+                    require_schema=False,
+                )
             )
-            for port, (model, flavour) in SERVERS.items()
+            for port, (model, flavour, text_model) in SERVERS.items()
         }
 
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder a newcomer would have: PDFs, questions, and ``./docmemo_store`` indexed as the
+    README's first CLI line does (so each block also runs alone, ``-k``)."""
     folder = tmp_path_factory.mktemp("doc-blocks")
-    for docs in ("reports", "filings"):
+    for docs in ("reports", "filings", "board", "handbook"):
         write_demo_pdf(folder / docs / "10k.pdf")
-    question = {"question": "How many employees were in the Nordic region at the end of 2024?"}
-    (folder / "questions.jsonl").write_text(json.dumps(question | {"expected": "1,184"}) + "\n")
+    questions = [  # one scored by the number rule, one by the judge in both orders
+        {"question": "How many employees were in the Nordic region at the end of 2024?"},
+        {"question": "What does the Board say about the development of the Group in 2024?"},
+    ]
+    questions[0]["expected"] = "1,184"
+    (folder / "questions.jsonl").write_text("".join(json.dumps(q) + "\n" for q in questions))
+    index = "docmemo index reports/ --store ./docmemo_store --tenant acme --meta year=2023"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DOCMEMO_LLM", "OPENAI_"))}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    subprocess.run(index.split(), cwd=folder, env=env, check=True, capture_output=True)
     return folder
 
 
@@ -135,6 +152,7 @@ def test_block_runs(
     script = workspace / f"block.{'py' if block.kind == 'python' else 'sh'}"
     script.write_text(pointed_at(block.code, servers))
     before = {port: len(server.problems) for port, server in servers.items()}
+    asked = {port: len(server.requests) for port, server in servers.items()}
     command = (
         [sys.executable, str(script)] if block.kind == "python" else ["bash", "-e", str(script)]
     )
@@ -150,6 +168,9 @@ def test_block_runs(
     problems = [p for port, server in servers.items() for p in server.problems[before[port] :]]
     assert out.returncode == 0, f"{block.name} failed:\n{out.stdout[-1500:]}\n{out.stderr[-3000:]}"
     assert problems == [], problems  # requests a real server would have refused
+    named = set(_URL.findall(block.code)) | ({"openai"} if "OpenAI(" in block.code else set())
+    silent = sorted(p for p in named if len(servers[p].requests) == asked[p])
+    assert silent == [], f"{block.name} never asked the server it names: {silent}"
 
 
 def test_every_page_has_runnable_blocks_and_every_skip_says_why() -> None:
