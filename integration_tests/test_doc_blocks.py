@@ -70,8 +70,8 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The folder a newcomer would have: PDFs, questions, and ``./docmemo_store`` indexed as the
     README's first CLI line does (so each block also runs alone, ``-k``)."""
     folder = tmp_path_factory.mktemp("doc-blocks")
-    for docs in ("reports", "filings", "board", "handbook"):
-        write_demo_pdf(folder / docs / "10k.pdf")
+    for pdf in ("reports/10k.pdf", "filings/10k.pdf", "board/minutes.pdf", "handbook/handbook.pdf"):
+        write_demo_pdf(folder / pdf)
     question = {"question": "What does the Board say about the development of the Group?"}
     (folder / "questions.jsonl").write_text(json.dumps(question) + "\n")  # judged pairwise
     index = "docmemo index reports/ --store ./docmemo_store --tenant acme --meta year=2023"
