@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from llama_index_docmemo.evaluation.figures import (
+from llama_index_docmemo.evidence.figures import (
     check_figures,
     find_figures,
     locate,
