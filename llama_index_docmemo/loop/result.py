@@ -18,6 +18,7 @@ from llama_index.core.base.response.schema import Response
 from llama_index.core.schema import NodeWithScore
 
 from llama_index_docmemo.ingest.page_images import PageImage, page_image_files
+from llama_index_docmemo.loop.citing import cited_answer, mark_sources
 from llama_index_docmemo.nodes import PageWithScore, is_page, node_ref, page_node
 from llama_index_docmemo.reasoning.base import CropView
 from llama_index_docmemo.steps import Steps
@@ -118,11 +119,14 @@ def build_result(loop: DocMemoLoop) -> Steps[DocMemoResult]:
         files = yield from page_image_files([page_image(r, cache) for r in records])
         images = {r.ref: path for r, path in zip(records, files, strict=True)}
     beliefs = loop.beliefs
+    belief_of = {ref: float(beliefs.mean([ref])[0]) if ref in beliefs else 0.5 for ref in loop.read}
+    cited = yield from cited_answer(loop, status, answer, refs, belief_of)
+    status, answer = cited.status, cited.answer
     evidence = sorted(
         (
             PageWithScore(
                 node=page_node(rec, image_path=images.get(rec.ref)),
-                score=float(beliefs.mean([rec.ref])[0]) if rec.ref in beliefs else 0.5,
+                score=belief_of.get(rec.ref, 0.5),
             )
             for rec in records
         ),
@@ -130,6 +134,8 @@ def build_result(loop: DocMemoLoop) -> Steps[DocMemoResult]:
     )
     useful = set(episodic.useful_pages)
     sources = evidence + [c for c in loop.crops if node_ref(c) in useful]
+    cited = mark_sources(cited, sources, loop.config.answer.citation_markers)
+    answer = cited.answer
     reader = loop.parts.reader
     decide = getattr(reader, "images_now", None)  # after a refusal a server gets text
     choice = decide() if callable(decide) else None
@@ -153,6 +159,8 @@ def build_result(loop: DocMemoLoop) -> Steps[DocMemoResult]:
             for n in sources
             if is_page(n)
         ],
+        citations=cited.citations,
+        abstained=cited.abstained,
         llm_calls=loop.llm_calls,
         seconds=time.perf_counter() - loop.started,
         reader=reader.name if reader is not None else "",

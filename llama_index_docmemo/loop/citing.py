@@ -1,0 +1,137 @@
+"""A finished loop's answer with its citations: checked against the pages read, boxed on the page,
+abstained from when the evidence is weak, marked with ``[n]`` when asked.
+
+The rules are in :mod:`llama_index_docmemo.evidence`; this module gathers what they read from the
+loop (page texts, crops, notes, beliefs) and makes the one piece of I/O they need (the boxes, on
+the CPU executor).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from llama_index.core.schema import NodeWithScore
+
+from llama_index_docmemo.cpu import cpu_call
+from llama_index_docmemo.evidence.abstention import abstention_reason, not_found_text
+from llama_index_docmemo.evidence.boxes import BoxRequest, locate_boxes
+from llama_index_docmemo.evidence.citations import (
+    Citation,
+    CropText,
+    PageText,
+    cite,
+    unverified_suffix,
+    with_markers,
+)
+from llama_index_docmemo.nodes import is_page, node_ref
+from llama_index_docmemo.steps import Steps
+from llama_index_docmemo.types import PageRef
+
+if TYPE_CHECKING:
+    from llama_index_docmemo.loop.query import DocMemoLoop
+
+CANDIDATES = 3
+"""Best candidate pages an abstention names."""
+NODE_KEYS = ("docmemo_quote", "docmemo_quote_start", "docmemo_quote_end", "docmemo_bbox")
+"""Source-node metadata keys of the first verified citation of the page (hidden from prompts)."""
+
+
+@dataclass
+class CitedAnswer:
+    """The answer as the response gives it, its status, citations and why it abstained (if so)."""
+
+    status: str
+    answer: str
+    citations: list[Citation] = field(default_factory=list)
+    abstained: str | None = None
+
+
+def page_texts(loop: DocMemoLoop) -> list[PageText]:
+    """Every page read, with its text and the text of its crops."""
+    crops: dict[PageRef, list[CropText]] = {}
+    for node in loop.crops:
+        bbox = node.node.metadata.get("bbox")
+        if bbox and len(bbox) == 4:
+            crop = CropText(tuple(float(v) for v in bbox), node.node.get_content())  # type: ignore[arg-type]
+            crops.setdefault(node_ref(node), []).append(crop)
+    return [
+        PageText(ref, rec.text, rec.ocr, tuple(crops.get(ref, ())))
+        for ref, rec in loop.records.items()
+        if ref in loop.read
+    ]
+
+
+def _box_requests(
+    loop: DocMemoLoop, citations: Sequence[Citation]
+) -> tuple[list[int], list[BoxRequest]]:
+    """Requests for the verified text-layer citations of pages whose PDF is on disk."""
+    numbers, requests = [], []
+    for n, c in enumerate(citations):
+        record = loop.records.get(c.ref) if c.ref else None
+        if not c.verified or c.how != "text_layer" or record is None:
+            continue
+        if record.source and Path(record.source).is_file():
+            numbers.append(n)
+            requests.append(BoxRequest(record.source, record.page, c.stated, c.quote))
+    return numbers, requests
+
+
+def cited_answer(
+    loop: DocMemoLoop,
+    status: str,
+    answer: str,
+    evidence: Sequence[PageRef],
+    beliefs: Mapping[PageRef, float],
+) -> Steps[CitedAnswer]:
+    """Steps: the citations of the loop's answer (claims only for an answer the reader stands
+    by), their boxes, and the abstention rule of ``config.answer`` applied."""
+    citations = cite(
+        answer, page_texts(loop), loop.episodic.evidence, evidence, claims=status == "answered"
+    )
+    numbers, requests = _box_requests(loop, citations)
+    if requests:
+        boxes = yield cpu_call(locate_boxes, requests)
+        for n, box in zip(numbers, boxes, strict=True):
+            if box is not None:
+                citations[n] = citations[n].model_copy(
+                    update={"bbox": box, "box_from": "search_for"}
+                )
+    if status != "answered":
+        return CitedAnswer(status, answer, citations)
+    settings = loop.config.answer
+    reason = abstention_reason(
+        settings.abstain, citations, evidence, beliefs, settings.abstain_min_belief
+    )
+    if reason is None:
+        return CitedAnswer(status, answer + unverified_suffix(citations), citations)
+    ranked = sorted(beliefs.items(), key=lambda item: -item[1])
+    pool = [(r, b) for r, b in ranked if r in set(evidence)] or [
+        (r, b) for r, b in ranked if r in loop.read
+    ]
+    return CitedAnswer("unanswerable", not_found_text(reason, pool[:CANDIDATES]), citations, reason)
+
+
+def mark_sources(
+    cited: CitedAnswer, sources: Sequence[NodeWithScore], markers: bool
+) -> CitedAnswer:
+    """Each page node gets its first verified citation's quote, offsets and box (``NODE_KEYS``);
+    with ``markers`` the answer gets ``[n]`` for the page nodes' order."""
+    first: dict[PageRef, Citation] = {}
+    for c in cited.citations:
+        if c.verified and c.ref is not None:
+            first.setdefault(c.ref, c)
+    for node in sources:
+        citation = first.get(node_ref(node)) if is_page(node) else None
+        if citation is None:
+            continue
+        values = (citation.quote, citation.start, citation.end, citation.bbox)
+        node.node.metadata.update(dict(zip(NODE_KEYS, values, strict=True)))
+        for keys in (node.node.excluded_llm_metadata_keys, node.node.excluded_embed_metadata_keys):
+            keys.extend(k for k in NODE_KEYS if k not in keys)
+    if markers and cited.abstained is None and cited.status == "answered":
+        order = [node_ref(n) for n in sources]
+        cited.answer = with_markers(cited.answer, cited.citations, order)
+    return cited
