@@ -36,7 +36,7 @@ _CALENDAR = frozenset(
     "january february march april may june july august september october november december "
     "monday tuesday wednesday thursday friday saturday sunday".split()
 )
-_CONNECTORS = frozenset({"of", "and", "&", "de", "du", "la", "for", "the"})
+_CONNECTORS = frozenset({"of", "&", "de", "du", "la", "for"})
 _ARTICLES = frozenset({"the", "a", "an"})
 _WORD = re.compile(r"[A-Za-z][\w&'.-]*")
 
