@@ -5,17 +5,19 @@ restricted to the question's document, with the simulated reader (labels from th
 fn 0.2, fp 0.05) and with the offline reader, and keeps each answer with its citations and the
 beliefs of the pages read. Every abstention rule of ``config.answer`` (``evidence/abstention.py``)
 is then applied to the same runs (a rule only reads the finished answer, so one run serves all
-rules and thresholds), and per rule it counts, over the answers the reader stands by (status
-"answered"):
+rules and thresholds), and per rule it counts, over the answers the engine shows (status
+"answered", or the best guess of a loop that ran out of rounds, unless it says it found nothing):
 
 - false answers avoided: answers to unanswerable questions (gold "Not answerable") it turns into
   "not found", out of all such answers;
 - wrong answers avoided: wrong answers to answerable questions it turns into "not found";
 - true answers lost: right answers to answerable questions it turns into "not found" (right: the
-  offline reader's answer passes MMLongBench-Doc's per-format rules; the simulated reader answers
-  only once every gold page was recognised, which counts as right).
+  offline reader's answer passes MMLongBench-Doc's per-format rules; the simulated reader writes
+  no answer text, so its "answered", said only once every gold page was recognised, counts as
+  right, and its best guesses as wrong).
 
-Proportions come with 95% Wilson intervals. Choose the rule on ``--split tune``, report it on
+Proportions come with 95% Wilson intervals; ``net`` is the errors (false and wrong answers)
+avoided minus the true answers lost, and the rule with the largest net is the one to choose. Choose the rule on ``--split tune``, report it on
 ``--split report`` (the team's fixed split: ``evaluation.datasets.split_of``).
 
     python benchmarks/abstention.py --data ../shared/data/mmlongbench-doc --store /tmp/mmlb-copy \
@@ -34,7 +36,7 @@ from pathlib import Path
 from typing import get_args
 
 from llama_index_docmemo.evaluation.datasets import SPLITS, QAItem, load_dataset, split_of
-from llama_index_docmemo.evaluation.metrics import answer_correct
+from llama_index_docmemo.evaluation.metrics import answer_correct, is_unanswerable_answer
 from llama_index_docmemo.evaluation.stats import wilson_interval
 from llama_index_docmemo.evidence.abstention import AbstainRule, abstention_reason
 from llama_index_docmemo.evidence.citations import Citation
@@ -42,7 +44,7 @@ from llama_index_docmemo.trace import QueryTrace
 from llama_index_docmemo.types import PageFilter, PageRef
 
 READERS = ("simulated", "offline")
-THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)
+THRESHOLDS = (0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.9)
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class Answer:
     """One answered question: what the rules read, and what the answer was worth."""
 
     qid: str
+    status: str
     answerable: bool
     right: bool
     citations: list[dict[str, object]]
@@ -58,12 +61,12 @@ class Answer:
 
 
 def answer_of(item: QAItem, trace: QueryTrace, reader: str) -> Answer | None:
-    """The answer of ``trace`` if the reader stood by it (status "answered"), else None."""
-    if trace.status != "answered":
+    """The answer ``trace`` shows (see the module docstring), or None when it shows none."""
+    if trace.status == "unanswerable" or is_unanswerable_answer(trace.answer):
         return None
     answerable = bool(item.evidence_pages)
     if reader == "simulated":
-        right = answerable
+        right = answerable and trace.status == "answered"
     else:
         right = answerable and bool(answer_correct(trace.answer, item.answer, item.answer_format))
     beliefs = {f"{e.doc}#{e.page}": e.score for e in trace.evidence}
@@ -74,6 +77,7 @@ def answer_of(item: QAItem, trace: QueryTrace, reader: str) -> Answer | None:
             )
     return Answer(
         qid=item.qid,
+        status=trace.status,
         answerable=answerable,
         right=right,
         citations=[c.model_dump(mode="json") for c in trace.citations],
@@ -106,13 +110,21 @@ def trade_off(answers: Sequence[Answer], rule: AbstainRule, threshold: float) ->
     def hits(group: Iterable[Answer]) -> int:
         return sum(abstains(a, rule, threshold) for a in group)
 
+    avoided, lost = hits(false) + hits(wrong), hits(right)
     return {
         "rule": rule,
         "threshold": threshold,
         "false_answers_avoided": rate(hits(false), len(false)),
         "wrong_answers_avoided": rate(hits(wrong), len(wrong)),
-        "true_answers_lost": rate(hits(right), len(right)),
+        "true_answers_lost": rate(lost, len(right)),
+        "net": avoided - lost,
     }
+
+
+def best_rule(rows: Sequence[dict[str, object]]) -> dict[str, object]:
+    """The rule with the largest net (errors avoided minus true answers lost; ties: the first,
+    "off" before any other): how the default is chosen on the tuning half."""
+    return max(rows, key=lambda row: row["net"])  # type: ignore[arg-type,return-value]
 
 
 def rules() -> list[tuple[AbstainRule, float]]:
@@ -152,8 +164,8 @@ def run_reader(reader: str, items: Sequence[QAItem], store, encoder) -> tuple[li
 def table(report: dict[str, object]) -> str:
     lines = [
         "| reader | rule | threshold | false answers avoided | wrong answers avoided | "
-        "true answers lost |",
-        "|---|---|---|---|---|---|",
+        "true answers lost | net |",
+        "|---|---|---|---|---|---|---|",
     ]
     for reader, block in report["readers"].items():  # type: ignore[union-attr]
         for row in block["rules"]:
@@ -163,8 +175,14 @@ def table(report: dict[str, object]) -> str:
                 for key in ("false_answers_avoided", "wrong_answers_avoided", "true_answers_lost")
             ]
             lines.append(
-                f"| {reader} | {row['rule']} | {row['threshold']:.1f} | " + " | ".join(cells) + " |"
+                f"| {reader} | {row['rule']} | {row['threshold']:.2f} | "
+                + " | ".join(cells)
+                + f" | {row['net']:+d} |"
             )
+    lines.append("")
+    for reader, block in report["readers"].items():  # type: ignore[union-attr]
+        best = block["best"]
+        lines.append(f"{reader}: best rule on this half: {best['rule']} {best['threshold']:.2f}")
     return "\n".join(lines)
 
 
@@ -188,11 +206,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for reader in args.readers.split(","):
             answers, n = run_reader(reader, items, store, encoder)
+            rows = [trade_off(answers, rule, t) for rule, t in rules()]
             report["readers"][reader] = {  # type: ignore[index]
                 "questions": n,
                 "unanswerable_questions": sum(not i.evidence_pages for i in items),
-                "answered": len(answers),
-                "rules": [trade_off(answers, rule, t) for rule, t in rules()],
+                "answers_shown": len(answers),
+                "best": best_rule(rows),
+                "rules": rows,
                 "answers": [asdict(a) for a in answers],
             }
     finally:

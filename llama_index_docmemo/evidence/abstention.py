@@ -1,7 +1,7 @@
 """When an answer's evidence is too weak to stand by: the abstention rule, pure.
 
-An answer the reader stands by is turned into "not found" plus the best candidate pages when
-``rule`` says its evidence is weak:
+An answer (or the best guess of a loop that ran out of rounds) is turned into "not found" plus the
+best candidate pages when ``rule`` says its evidence is weak:
 
 - ``"unverified"``: no citation of the answer is verified (no figure, name or quote of it is on
   a page read);

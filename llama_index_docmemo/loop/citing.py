@@ -33,6 +33,9 @@ from llama_index_docmemo.types import PageRef
 if TYPE_CHECKING:
     from llama_index_docmemo.loop.query import DocMemoLoop
 
+ABSTAINS_FROM = ("answered", "need_more")
+"""Statuses the abstention rule applies to: an answer, and the best guess of a loop that ran out
+of rounds (an "unanswerable" verdict already is "not found")."""
 CANDIDATES = 3
 """Best candidate pages an abstention names."""
 NODE_KEYS = ("docmemo_quote", "docmemo_quote_start", "docmemo_quote_end", "docmemo_bbox")
@@ -87,7 +90,8 @@ def cited_answer(
     beliefs: Mapping[PageRef, float],
 ) -> Steps[CitedAnswer]:
     """Steps: the citations of the loop's answer (claims only for an answer the reader stands
-    by), their boxes, and the abstention rule of ``config.answer`` applied."""
+    by), their boxes, the abstention rule of ``config.answer`` applied (to ``ABSTAINS_FROM``),
+    and the unverified suffix of an answer that stands."""
     citations = cite(
         answer, page_texts(loop), loop.episodic.evidence, evidence, claims=status == "answered"
     )
@@ -99,14 +103,15 @@ def cited_answer(
                 citations[n] = citations[n].model_copy(
                     update={"bbox": box, "box_from": "search_for"}
                 )
-    if status != "answered":
+    if status not in ABSTAINS_FROM:
         return CitedAnswer(status, answer, citations)
     settings = loop.config.answer
     reason = abstention_reason(
         settings.abstain, citations, evidence, beliefs, settings.abstain_min_belief
     )
     if reason is None:
-        return CitedAnswer(status, answer + unverified_suffix(citations), citations)
+        suffix = unverified_suffix(citations) if status == "answered" else ""
+        return CitedAnswer(status, answer + suffix, citations)
     ranked = sorted(beliefs.items(), key=lambda item: -item[1])
     pool = [(r, b) for r, b in ranked if r in set(evidence)] or [
         (r, b) for r, b in ranked if r in loop.read
