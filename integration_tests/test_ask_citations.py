@@ -84,7 +84,7 @@ def test_a_planted_figure_is_unverified_and_the_answer_says_so(store) -> None:
     response = engine(store, "The Nordic region had 9,731 employees.").query(NORDIC.question)
     citations = response.metadata["docmemo"]["citations"]
     assert [(c["text"], c["verified"], c["page"]) for c in citations] == [("9,731", False, None)]
-    assert response.response.endswith("(Not found on the pages read: 9,731.)")
+    assert response.response.endswith("(Unverified: a figure of this answer is on no page read.)")
 
 
 def test_markers_point_into_source_nodes_and_nodes_carry_the_quote(store) -> None:

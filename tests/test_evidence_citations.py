@@ -34,7 +34,9 @@ def test_a_planted_figure_on_no_page_read_is_unverified_and_said() -> None:
     assert found.verified and (found.doc_id, found.page) == ("report.pdf", 3)
     assert found.quote == "Net revenue was NOK 4,212.5 million in 2024."
     assert PAGE3[found.start : found.end] == found.quote and found.stated == "4,212.5"
-    assert unverified_suffix(citations) == " (Not found on the pages read: 17.9%.)"
+    assert (
+        unverified_suffix(citations) == " (Unverified: a figure of this answer is on no page read.)"
+    )
 
 
 def test_evidence_pages_are_searched_first_then_the_other_pages_read() -> None:

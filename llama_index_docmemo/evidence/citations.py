@@ -228,11 +228,18 @@ def cite(
 
 
 def unverified_suffix(citations: Sequence[Citation]) -> str:
-    """What the answer adds when some of its figures or names are on no page read ("" if none)."""
-    missing = list(dict.fromkeys(c.text for c in citations if c.kind != "fact" and not c.verified))
+    """What the answer adds when some of its figures or names are on no page read ("" if none).
+
+    Written without digits and without "not found": number extraction and the "not answerable"
+    phrases of answer checks (``evaluation.metrics``) read the answer as before; the citations
+    name the figures.
+    """
+    missing = [c for c in citations if c.kind != "fact" and not c.verified]
     if not missing:
         return ""
-    return f" (Not found on the pages read: {'; '.join(missing)}.)"
+    if len(missing) > 1:
+        return " (Unverified: some figures or names of this answer are on no page read.)"
+    return f" (Unverified: a {missing[0].kind} of this answer is on no page read.)"
 
 
 def with_markers(answer: str, citations: Sequence[Citation], order: Sequence[PageRef]) -> str:

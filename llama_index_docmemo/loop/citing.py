@@ -58,7 +58,8 @@ def page_texts(loop: DocMemoLoop) -> list[PageText]:
     for node in loop.crops:
         bbox = node.node.metadata.get("bbox")
         if bbox and len(bbox) == 4:
-            crop = CropText(tuple(float(v) for v in bbox), node.node.get_content())  # type: ignore[arg-type]
+            x0, y0, x1, y1 = (float(v) for v in bbox)
+            crop = CropText((x0, y0, x1, y1), node.node.get_content())
             crops.setdefault(node_ref(node), []).append(crop)
     return [
         PageText(ref, rec.text, rec.ocr, tuple(crops.get(ref, ())))
