@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 from pydantic import BaseModel
 
 from llama_index_docmemo.evidence.figures import Figure, find_figures, locate_span
-from llama_index_docmemo.evidence.quotes import find_names, quote_span
+from llama_index_docmemo.evidence.quotes import NormalText, find_names, normalise, quote_span
 from llama_index_docmemo.types import EvidenceNote, PageRef
 
 How = Literal["text_layer", "ocr_text", "crop_text", "not_found"]
@@ -41,6 +42,11 @@ class PageText:
     text: str
     ocr: bool = False
     crops: tuple[CropText, ...] = field(default_factory=tuple)
+
+    @cached_property
+    def normal(self) -> NormalText:
+        """The text as the quote rules compare it, computed once for all the claims and quotes."""
+        return normalise(self.text)
 
 
 class Citation(BaseModel):
@@ -90,10 +96,10 @@ def _claims(answer: str) -> list[_Claim]:
     return sorted(claims, key=lambda c: c.span)
 
 
-def _span_in(claim: _Claim, text: str) -> tuple[int, int] | None:
+def _span_in(claim: _Claim, text: str, normal: NormalText | None = None) -> tuple[int, int] | None:
     if claim.figure is not None:
         return locate_span(claim.figure, text)
-    return quote_span(claim.text, text)
+    return quote_span(claim.text, text, normal)
 
 
 def line_around(text: str, span: tuple[int, int], limit: int = _LINE_CHARS) -> tuple[int, int]:
@@ -118,7 +124,7 @@ def _in_quotes(
     for note in notes:
         if note.page != page.ref or not note.quote:
             continue
-        quoted = quote_span(note.quote, page.text)
+        quoted = quote_span(note.quote, page.text, page.normal)
         inner = _span_in(claim, page.text[quoted[0] : quoted[1]]) if quoted else None
         if quoted and inner:
             return (quoted[0] + inner[0], quoted[0] + inner[1]), quoted
@@ -127,7 +133,7 @@ def _in_quotes(
 
 def _in_text(claim: _Claim, page: PageText) -> tuple[tuple[int, int], tuple[int, int]] | None:
     """(claim span, span of its line) in the page's text."""
-    span = _span_in(claim, page.text)
+    span = _span_in(claim, page.text, page.normal)
     return (span, line_around(page.text, span)) if span else None
 
 
@@ -185,7 +191,7 @@ def _cite_claim(
 
 
 def _cite_note(note: EvidenceNote, page: PageText) -> Citation:
-    span = quote_span(note.quote, page.text)
+    span = quote_span(note.quote, page.text, page.normal)
     return Citation(
         text=note.fact,
         kind="fact",

@@ -79,14 +79,17 @@ def normalise(text: str) -> NormalText:
     return NormalText("".join(chars), tuple(origin))
 
 
-def quote_span(quote: str, page_text: str) -> tuple[int, int] | None:
+def quote_span(
+    quote: str, page_text: str, normal: NormalText | None = None
+) -> tuple[int, int] | None:
     """Where ``page_text`` says ``quote`` (offsets in ``page_text``, from the first piece's start to
-    the last piece's end), or None; a quote of fewer than two characters is never found."""
+    the last piece's end), or None; a quote of fewer than two characters is never found.
+    ``normal``: ``normalise(page_text)`` when the caller keeps it (one page, many quotes)."""
     pieces = [normalise(p).text for p in _ELLIPSIS.split(quote)]
     pieces = [p for p in pieces if p]
     if not pieces or sum(map(len, pieces)) < 2:
         return None
-    page = normalise(page_text)
+    page = normal or normalise(page_text)
     ends: list[tuple[int, int]] = []
     at = 0
     for piece in pieces:

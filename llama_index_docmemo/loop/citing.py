@@ -28,7 +28,7 @@ from llama_index_docmemo.evidence.citations import (
 )
 from llama_index_docmemo.nodes import is_page, node_ref
 from llama_index_docmemo.steps import Steps
-from llama_index_docmemo.types import PageRef
+from llama_index_docmemo.types import EvidenceNote, PageRef
 
 if TYPE_CHECKING:
     from llama_index_docmemo.loop.query import DocMemoLoop
@@ -68,19 +68,28 @@ def page_texts(loop: DocMemoLoop) -> list[PageText]:
     ]
 
 
-def _box_requests(
-    loop: DocMemoLoop, citations: Sequence[Citation]
-) -> tuple[list[int], list[BoxRequest]]:
-    """Requests for the verified text-layer citations of pages whose PDF is on disk."""
+def boxed_citations(
+    answer: str,
+    pages: Sequence[PageText],
+    notes: Sequence[EvidenceNote],
+    evidence: Sequence[PageRef],
+    claims: bool,
+    sources: Mapping[PageRef, str],
+) -> list[Citation]:
+    """:func:`~llama_index_docmemo.evidence.citations.cite`, then the box of each verified
+    text-layer citation from its page's PDF (``sources``; a PDF no longer on disk gives no box):
+    CPU work and file reads, run on the loop's CPU executor."""
+    citations = cite(answer, pages, notes, evidence, claims=claims)
     numbers, requests = [], []
     for n, c in enumerate(citations):
-        record = loop.records.get(c.ref) if c.ref else None
-        if not c.verified or c.how != "text_layer" or record is None:
-            continue
-        if record.source and Path(record.source).is_file():
+        source = sources.get(c.ref) if c.ref else None
+        if c.verified and c.how == "text_layer" and source and Path(source).is_file():
             numbers.append(n)
-            requests.append(BoxRequest(record.source, record.page, c.stated, c.quote))
-    return numbers, requests
+            requests.append(BoxRequest(source, c.ref.page, c.stated, c.quote))
+    for n, box in zip(numbers, locate_boxes(requests) if requests else [], strict=True):
+        if box is not None:
+            citations[n] = citations[n].model_copy(update={"bbox": box, "box_from": "search_for"})
+    return citations
 
 
 def cited_answer(
@@ -91,19 +100,18 @@ def cited_answer(
     beliefs: Mapping[PageRef, float],
 ) -> Steps[CitedAnswer]:
     """Steps: the citations of the loop's answer (claims only for an answer the reader stands
-    by), their boxes, the abstention rule of ``config.answer`` applied (to ``ABSTAINS_FROM``),
-    and the unverified suffix of an answer that stands."""
-    citations = cite(
-        answer, page_texts(loop), loop.episodic.evidence, evidence, claims=status == "answered"
+    by) with their boxes, the abstention rule of ``config.answer`` applied (to
+    ``ABSTAINS_FROM``), and the unverified suffix of an answer that stands."""
+    sources = {ref: rec.source for ref, rec in loop.records.items() if ref in loop.read}
+    citations = yield cpu_call(
+        boxed_citations,
+        answer,
+        page_texts(loop),
+        loop.episodic.evidence,
+        list(evidence),
+        status == "answered",
+        sources,
     )
-    numbers, requests = _box_requests(loop, citations)
-    if requests:
-        boxes = yield cpu_call(locate_boxes, requests)
-        for n, box in zip(numbers, boxes, strict=True):
-            if box is not None:
-                citations[n] = citations[n].model_copy(
-                    update={"bbox": box, "box_from": "search_for"}
-                )
     if status not in ABSTAINS_FROM:
         return CitedAnswer(status, answer, citations)
     settings = loop.config.answer
