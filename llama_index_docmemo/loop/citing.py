@@ -82,10 +82,11 @@ def boxed_citations(
     citations = cite(answer, pages, notes, evidence, claims=claims)
     numbers, requests = [], []
     for n, c in enumerate(citations):
-        source = sources.get(c.ref) if c.ref else None
-        if c.verified and c.how == "text_layer" and source and Path(source).is_file():
+        ref = c.ref
+        source = sources.get(ref) if ref else None
+        if ref and c.verified and c.how == "text_layer" and source and Path(source).is_file():
             numbers.append(n)
-            requests.append(BoxRequest(source, c.ref.page, c.stated, c.quote))
+            requests.append(BoxRequest(source, ref.page, c.stated, c.quote))
     for n, box in zip(numbers, locate_boxes(requests) if requests else [], strict=True):
         if box is not None:
             citations[n] = citations[n].model_copy(update={"bbox": box, "box_from": "search_for"})
