@@ -4,6 +4,7 @@ data), a planted figure seen unverified, ``[n]`` markers against ``source_nodes`
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import subprocess
@@ -165,3 +166,10 @@ def test_ask_json_on_a_dev_pdf(mmlongbench_dir: Path, tmp_path: Path, capsys) ->
     assert verified and all(c["doc_id"] == "2303.05039v2.pdf" and c["page"] for c in verified)
     boxed = [c for c in verified if c["bbox"]]
     assert boxed and all(len(c["bbox"]) == 4 and c["bbox"][0] < c["bbox"][2] for c in boxed)
+
+
+def test_the_async_path_gives_the_same_citations(store) -> None:
+    answer = "The Nordic region had 1,184 employees."
+    sync = engine(store, answer).query(NORDIC.question).metadata["docmemo"]["citations"]
+    response = asyncio.run(engine(store, answer).aquery(NORDIC.question))
+    assert response.metadata["docmemo"]["citations"] == sync and sync[0]["bbox"]
