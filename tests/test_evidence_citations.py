@@ -140,3 +140,18 @@ def test_abstention_rules() -> None:
 def test_not_found_text_names_the_candidates(candidates) -> None:
     text = not_found_text("weak", candidates)
     assert text.startswith("Not found") and ("report.pdf p. 3 (0.80)" in text) == bool(candidates)
+
+
+WORDS = st.lists(st.from_regex(r"[A-Za-z0-9,.%$]{1,8}", fullmatch=True), min_size=2, max_size=30)
+
+
+@given(WORDS, st.data())
+def test_any_run_of_the_pages_words_is_found_whatever_its_layout(words, data) -> None:
+    gaps = data.draw(st.lists(st.sampled_from([" ", "\n", "  ", " \n "]), min_size=len(words)))
+    page = "".join(w + g for w, g in zip(words, gaps, strict=False)).strip()
+    start = data.draw(st.integers(0, len(words) - 2))
+    end = data.draw(st.integers(start + 2, len(words)))
+    quote = " ".join(words[start:end]).upper()
+    span = quote_span(quote, page)
+    assert span is not None
+    assert normalise(page[span[0] : span[1]]).text == normalise(quote).text
