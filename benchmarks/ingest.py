@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import pymupdf
 
 from llama_index_docmemo.indexing import DocumentIndexer, IndexReport
-from llama_index_docmemo.indexing.report import STAGES
+from llama_index_docmemo.indexing.index_report import STAGES
 from llama_index_docmemo.store.edge import EdgePageStore
 from llama_index_docmemo.types import PageEmbedding, PageInput, PageRef
 

@@ -281,7 +281,7 @@ def test_a_page_that_cannot_be_rendered_keeps_its_text_everywhere(
 def test_index_layout_goes_on_past_an_oversized_page(
     tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from llama_index_docmemo.cli.documents import index_layouts
+    from llama_index_docmemo.cli.document_commands import index_layouts
 
     poster = write_oversized(tmp_path / "docs" / "poster.pdf")
     normal = write_pdf(tmp_path / "docs" / "normal.pdf", ["Revenue table: 4,200 units."])

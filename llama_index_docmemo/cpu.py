@@ -22,7 +22,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
-from llama_index_docmemo.steps import Call
+from llama_index_docmemo.step_runtime import Call
 
 _EXECUTOR: contextvars.ContextVar[Executor | None] = contextvars.ContextVar(
     "docmemo_cpu_executor", default=None

@@ -1,15 +1,18 @@
 """A bounded, thread-safe map that forgets the least recently used entries first.
 
 The one in-memory cache of the package: reference graphs per document version (shared by an
-engine's queries) and what LLM servers taught (``llms/servers.py``).
+engine's queries) and what LLM servers taught (``llms/servers.py``). The eviction is
+``cachetools.LRUCache``'s; this adds the lock that concurrent queries need and pickling without it.
 """
 
 from __future__ import annotations
 
+import pickle
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
+
+from cachetools import LRUCache
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -21,23 +24,20 @@ class BoundedMap(Generic[K, V]):
     def __init__(self, capacity: int) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be positive, got {capacity}")
-        self._items: OrderedDict[K, V] = OrderedDict()
+        self._items: LRUCache[K, V] = LRUCache(maxsize=capacity)
         self._lock = threading.Lock()
-        self.capacity = capacity
+
+    @property
+    def capacity(self) -> int:
+        return int(self._items.maxsize)
 
     def get(self, key: K) -> V | None:
         with self._lock:
-            value = self._items.get(key)
-            if value is not None:
-                self._items.move_to_end(key)
-            return value
+            return self._items.get(key)
 
     def put(self, key: K, value: V) -> V:
         with self._lock:
             self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self.capacity:
-                self._items.popitem(last=False)
             return value
 
     def change(self, key: K, update: Callable[[V | None], V]) -> V:
@@ -45,9 +45,6 @@ class BoundedMap(Generic[K, V]):
         with self._lock:
             value = update(self._items.get(key))
             self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self.capacity:
-                self._items.popitem(last=False)
             return value
 
     def pop(self, key: K) -> None:
@@ -63,11 +60,10 @@ class BoundedMap(Generic[K, V]):
             return len(self._items)
 
     def __getstate__(self) -> dict[str, Any]:
-        """A copy of the entries for pickling (a lock does not pickle)."""
+        """The entries, in their order of use, taken under the lock (a lock does not pickle)."""
         with self._lock:
-            return {"items": OrderedDict(self._items), "capacity": self.capacity}
+            return {"items": pickle.dumps(self._items)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self._items = state["items"]
-        self.capacity = state["capacity"]
+        self._items = pickle.loads(state["items"])  # noqa: S301 - our own bytes, just written
         self._lock = threading.Lock()

@@ -44,7 +44,7 @@ from llama_index_docmemo.nodes import is_page, node_ref
 from llama_index_docmemo.paths import default_cache_dir
 from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
 from llama_index_docmemo.reasoning.prompts import ANSWER_PROMPT, evidence_text
-from llama_index_docmemo.reasoning.validation import sanitize_feedback
+from llama_index_docmemo.reasoning.replies import sanitize_feedback
 from llama_index_docmemo.retriever import DocMemoRetriever, ScopeLike
 from llama_index_docmemo.store.identity import narrow
 from llama_index_docmemo.types import Feedback

@@ -23,7 +23,7 @@ from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.levers.rounds import RoundLevers
 from llama_index_docmemo.loop import DocMemoLoop, LoopParts
 from llama_index_docmemo.loop.reading import selected_nodes
-from llama_index_docmemo.steps import arun, run
+from llama_index_docmemo.step_runtime import arun, run
 from llama_index_docmemo.store.identity import ScopeLike, caller
 from llama_index_docmemo.store.metadata import has_key, user_keys
 from llama_index_docmemo.types import PageFilter
@@ -148,12 +148,12 @@ class DocMemoRetriever(BaseRetriever):
     # -- BaseRetriever hooks ------------------------------------------------------------------
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         loop = self._first_round(query_bundle.query_str)
-        return selected_nodes(loop, run(loop.select()))
+        return selected_nodes(loop.snapshot(), run(loop.select()))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         loop = self._first_round(query_bundle.query_str)
         with cpu_executor(self.cpu_executor):
-            return selected_nodes(loop, await arun(loop.select()))
+            return selected_nodes(loop.snapshot(), await arun(loop.select()))
 
     def __repr__(self) -> str:
         return f"DocMemoRetriever(encoder={self.encoder.name!r}, config={self.config!r})"

@@ -11,7 +11,7 @@ import pytest
 from llama_index_docmemo.cli import main
 from llama_index_docmemo.distributed.workers import EncodedDocument, EncodeWorker, prepare_task
 from llama_index_docmemo.errors import DocMemoError, StoreError
-from llama_index_docmemo.indexing.steps import DocumentJob, DocumentOutcome, PreparedDocument
+from llama_index_docmemo.indexing.stages import DocumentJob, DocumentOutcome, PreparedDocument
 from tests.ingest_samples import make_report
 from tests.test_ingest_indexer import LengthEncoder
 

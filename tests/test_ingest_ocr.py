@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import logging
+import os
+import re
+import sys
+import time
 from pathlib import Path
 
+import pymupdf
 import pytest
 
 from llama_index_docmemo.ingest import ocr as ocr_module
@@ -66,3 +71,56 @@ def test_resolve_ocr_modes(monkeypatch, caplog) -> None:
     for required in (True, "on"):
         with pytest.raises(OcrUnavailableError):
             resolve_ocr(required)
+
+
+class _ScriptedTesseract(TesseractOcr):
+    """A Tesseract engine without language data: reads "page N", workers scripted per test."""
+
+    def __init__(self) -> None:
+        self.tessdata, self.language, self.dpi = "unused", "eng", 200
+
+    def read(self, page: pymupdf.Page) -> str:
+        return f"page {page.number + 1}"
+
+
+def _pdf(path: Path, n_pages: int) -> Path:
+    with pymupdf.open() as doc:
+        for _ in range(n_pages):
+            doc.new_page()
+        doc.save(path)
+    return path
+
+
+def _scripted_workers(monkeypatch: pytest.MonkeyPatch, script_for: dict[int, str]) -> None:
+    """Each worker runs the script of the first page of its share (an OCR worker's stand-in)."""
+    monkeypatch.setattr(
+        ocr_module,
+        "_worker_command",
+        lambda path, pages, engine: [sys.executable, "-c", script_for[pages[0]]],
+    )
+
+
+def test_a_hung_ocr_worker_is_killed_and_named(tmp_path, monkeypatch, caplog) -> None:
+    pdf = _pdf(tmp_path / "scan.pdf", 4)
+    answer = 'import json; print(json.dumps({"2": "two", "4": "four"}))'
+    _scripted_workers(monkeypatch, {1: "import time; time.sleep(120)", 2: answer})
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger=ocr_module.__name__):
+        texts = ocr_module.ocr_pages(pdf, [1, 2, 3, 4], _ScriptedTesseract(), workers=2, timeout=2)
+    assert time.monotonic() - started < 30  # not the worker's two minutes
+    assert texts == {1: None, 3: None, 2: "two", 4: "four"}  # the hung share only, not re-read
+    (message,) = [r.getMessage() for r in caplog.records if "killed" in r.getMessage()]
+    assert "scan.pdf" in message and "pages 1,3" in message
+    pid = int(re.search(r"OCR worker (\d+)", message).group(1))
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # killed and reaped, not left running
+
+
+def test_a_crashed_ocr_worker_has_its_pages_read_in_process(tmp_path, monkeypatch, caplog) -> None:
+    pdf = _pdf(tmp_path / "scan.pdf", 4)
+    answer = 'import json; print(json.dumps({"2": "two", "4": "four"}))'
+    _scripted_workers(monkeypatch, {1: "import sys; sys.exit(3)", 2: answer})
+    with caplog.at_level(logging.WARNING, logger=ocr_module.__name__):
+        texts = ocr_module.ocr_pages(pdf, [1, 2, 3, 4], _ScriptedTesseract(), workers=2)
+    assert texts == {1: "page 1", 3: "page 3", 2: "two", 4: "four"}
+    assert any("exited with 3" in r.getMessage() for r in caplog.records)

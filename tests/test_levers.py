@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from llama_index_docmemo.config import DocMemoConfig
-from llama_index_docmemo.levers.fusion import fuse_rankings, unit_scores
-from llama_index_docmemo.levers.structure import reference_boosts
+from llama_index_docmemo.levers.ranking_fusion import fuse_rankings, unit_scores
+from llama_index_docmemo.levers.reference_boosts import reference_boosts
 from llama_index_docmemo.memory.belief import PageBeliefMemory
 from llama_index_docmemo.memory.references import (
     build_reference_graph,

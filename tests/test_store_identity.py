@@ -113,9 +113,7 @@ def test_the_message_says_who_is_asking_and_where_identity_is_set() -> None:
             PageFilter(
                 tenant="t1",
                 acl_groups=("g1",),
-                where=FieldGroup(
-                    "and", (FieldGroup("not", (FieldMatch("tenant", "eq", "t2"),)),)
-                ),
+                where=FieldGroup("and", (FieldGroup("not", (FieldMatch("tenant", "eq", "t2"),)),)),
             ),
         ),
     ],

@@ -4,27 +4,41 @@ loop settings, caller scope). Heavy modules are imported only when a command bui
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import Any
 
-from llama_index_docmemo.errors import DocMemoError
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
-DEFAULT_STORE = Path(os.environ.get("DOCMEMO_STORE", "./docmemo_store"))
+from llama_index_docmemo.errors import DocMemoError
+from llama_index_docmemo.llms.environment import llm_environment
+
+
+class QdrantEnvironment(BaseSettings):
+    """``$DOCMEMO_QDRANT_URL`` / ``$DOCMEMO_QDRANT_API_KEY``: the defaults of ``--url`` and
+    ``--api-key``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="DOCMEMO_QDRANT_", env_ignore_empty=True, extra="ignore"
+    )
+
+    url: str | None = None
+    api_key: str | None = None
 
 
 def add_store_args(parser: argparse.ArgumentParser) -> None:
+    from llama_index_docmemo.paths import default_store_dir
+
+    qdrant = QdrantEnvironment()
     group = parser.add_argument_group("page store")
     group.add_argument(
         "--store",
         type=Path,
         default=None,
-        help=f"folder of the embedded store (Qdrant Edge); default $DOCMEMO_STORE or {DEFAULT_STORE}",
+        help="folder of the embedded store (Qdrant Edge); default $DOCMEMO_STORE_DIR or "
+        f"{default_store_dir()} (docmemo where)",
     )
-    group.add_argument(
-        "--url", default=os.environ.get("DOCMEMO_QDRANT_URL"), help="Qdrant server URL"
-    )
-    group.add_argument("--api-key", default=os.environ.get("DOCMEMO_QDRANT_API_KEY"))
+    group.add_argument("--url", default=qdrant.url, help="Qdrant server URL ($DOCMEMO_QDRANT_URL)")
+    group.add_argument("--api-key", default=qdrant.api_key)
     group.add_argument("--collection", default="docmemo_pages")
     group.add_argument(
         "--encoder",
@@ -35,14 +49,15 @@ def add_store_args(parser: argparse.ArgumentParser) -> None:
 
 def add_llm_args(parser: argparse.ArgumentParser) -> None:
     """The LLM reader's options (``ask``, ``index``, ``demo``, ``compare``)."""
+    env = llm_environment()
     group = parser.add_argument_group("LLM reader on an OpenAI-compatible server (optional)")
     group.add_argument(
         "--llm-url",
-        default=os.environ.get("DOCMEMO_LLM_URL"),
+        default=env.url,
         help="OpenAI-compatible base URL (vLLM, llama.cpp, Ollama, OpenAI; e.g. http://127.0.0.1:8000/v1)",
     )
-    group.add_argument("--llm-model", default=os.environ.get("DOCMEMO_LLM_MODEL"))
-    group.add_argument("--llm-api-key", default=os.environ.get("DOCMEMO_LLM_API_KEY"))
+    group.add_argument("--llm-model", default=env.model)
+    group.add_argument("--llm-api-key", default=env.api_key)
     group.add_argument(
         "--llm-images",
         choices=["auto", "on", "off"],
@@ -120,12 +135,26 @@ def store(args: argparse.Namespace, page_encoder: Any, *, create: bool = False) 
         return open_store(
             url=args.url, api_key=args.api_key, collection=args.collection, encoder=page_encoder
         )
-    path = args.store or DEFAULT_STORE
+    path = store_path(args)
     if not create and not Path(path).exists():
+        old = Path("docmemo_store")  # the default before 0.2.0
+        hint = (
+            f"; the store in {old} (the default before 0.2.0): --store {old}"
+            if old.is_dir()
+            else ""
+        )
         raise DocMemoError(
             f"no page store at {path}: index documents first (docmemo index PDF... --store {path})"
+            + hint
         )
     return open_store(path=path, encoder=page_encoder)
+
+
+def store_path(args: argparse.Namespace) -> Path:
+    """The embedded store's folder: ``--store``, else the default one (``docmemo where``)."""
+    from llama_index_docmemo.paths import default_store_dir
+
+    return args.store or default_store_dir()
 
 
 def metadata(pairs: list[str] | None) -> dict[str, Any]:

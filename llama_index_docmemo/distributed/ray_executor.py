@@ -21,7 +21,7 @@ from llama_index_docmemo.distributed.schedule import QUEUED_PER_ACTOR, Schedule
 from llama_index_docmemo.distributed.workers import EncoderFactory, EncodeWorker
 from llama_index_docmemo.errors import DocMemoError
 from llama_index_docmemo.indexing.executors import IndexExecutor
-from llama_index_docmemo.indexing.steps import DocumentJob, DocumentOutcome
+from llama_index_docmemo.indexing.stages import DocumentJob, DocumentOutcome
 
 if TYPE_CHECKING:
     from types import ModuleType

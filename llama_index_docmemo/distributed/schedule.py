@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from llama_index_docmemo.distributed.workers import EncodedDocument, prepare_task
 from llama_index_docmemo.errors import StoreError
-from llama_index_docmemo.indexing.steps import (
+from llama_index_docmemo.indexing.stages import (
     DocumentJob,
     DocumentOutcome,
     PreparedDocument,

@@ -2,7 +2,7 @@
 
 :class:`~.ray_executor.RayExecutor` wraps these with ``ray.remote`` when it starts, so this
 module stays importable (and testable) without the extra. Each piece runs the same
-:mod:`llama_index_docmemo.indexing.steps` as the serial indexer, so a document comes out the same
+:mod:`llama_index_docmemo.indexing.stages` as the serial indexer, so a document comes out the same
 whichever process handled it.
 """
 
@@ -17,7 +17,7 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_e
 
 from llama_index_docmemo.errors import DocMemoError, StoreError
 from llama_index_docmemo.indexing.executors import ENCODE_ERRORS
-from llama_index_docmemo.indexing.steps import (
+from llama_index_docmemo.indexing.stages import (
     DocumentJob,
     DocumentOutcome,
     PreparedDocument,

@@ -1,6 +1,6 @@
 """Who runs the indexing steps: this process (the default), or a cluster (``distributed``).
 
-An executor turns the batch's jobs into one :class:`~.steps.DocumentOutcome` per job, in any
+An executor turns the batch's jobs into one :class:`~.stages.DocumentOutcome` per job, in any
 order; the indexer turns the outcomes into the report. When an outcome says the store refused a
 write, the indexer stops reading outcomes and closes the iterator (an executor releases its
 workers in ``finally``), and every job without an outcome is reported as not attempted.
@@ -13,7 +13,7 @@ from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING
 
 from llama_index_docmemo.errors import DocMemoError, StoreError
-from llama_index_docmemo.indexing.steps import (
+from llama_index_docmemo.indexing.stages import (
     DocumentJob,
     DocumentOutcome,
     encode_document,
@@ -31,7 +31,7 @@ fails, the batch goes on."""
 
 
 class IndexExecutor(ABC):
-    """Runs :mod:`.steps` for every job of a batch."""
+    """Runs :mod:`.stages` for every job of a batch."""
 
     @abstractmethod
     def run(

@@ -25,8 +25,8 @@ from tqdm.auto import tqdm
 from llama_index_docmemo.encoders.base import PageEncoder
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.indexing.executors import IndexExecutor, SerialExecutor
-from llama_index_docmemo.indexing.report import IndexReport
-from llama_index_docmemo.indexing.steps import (
+from llama_index_docmemo.indexing.index_report import IndexReport
+from llama_index_docmemo.indexing.stages import (
     DocumentJob,
     DocumentOutcome,
     StoredVersion,

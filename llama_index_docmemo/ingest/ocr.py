@@ -15,10 +15,12 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Literal, Protocol, runtime_checkable
+from typing import IO, Literal, Protocol, runtime_checkable
 
 import pymupdf
 
@@ -167,12 +169,19 @@ def _native_stderr_silenced() -> Iterator[None]:
 
 PARALLEL_MIN_PAGES = 4  # below this, starting worker processes costs more than it saves
 
+WORKER_START_SECONDS = 30.0
+"""What a worker may take to start (the interpreter, PyMuPDF, Tesseract's data) before its pages."""
+
+WORKER_SECONDS_PER_PAGE = 60.0
+"""What a worker may take per page (a page reads in about 0.5 s): past it the worker is hung."""
+
 
 def ocr_pages(
     path: str | os.PathLike[str],
     pages: Sequence[int],
     engine: OcrEngine,
     workers: int | None = None,
+    timeout: float | None = None,
 ) -> dict[int, str | None]:
     """OCR text of the given 1-based pages of one PDF; None for a page whose OCR failed.
 
@@ -181,6 +190,11 @@ def ocr_pages(
     at most 4) running ``python -m llama_index_docmemo.ingest.ocr``; a scanned deck then reads
     about twice as fast on two cores. Child processes are plain subprocesses (not
     multiprocessing), so a caller's script is never re-imported. Other engines run in-process.
+
+    Failures stay bounded: a worker that crashes has its pages read once in this process; a
+    worker still running ``timeout`` seconds after the start (default: :data:`WORKER_START_SECONDS`
+    plus :data:`WORKER_SECONDS_PER_PAGE` per page of its share) is killed, named in a warning,
+    and its pages are indexed without text (reading them here could hang the same way).
     """
     if not pages:
         return {}
@@ -189,34 +203,82 @@ def ocr_pages(
     if workers <= 1 or len(pages) < PARALLEL_MIN_PAGES or not isinstance(engine, TesseractOcr):
         return dict(_ocr_chunk(str(path), list(pages), engine))
     chunks = [list(pages[i::workers]) for i in range(workers)]
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                __name__,
-                str(path),
-                ",".join(map(str, chunk)),
-                engine.tessdata,
-                engine.language,
-                str(engine.dpi),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-        for chunk in chunks
-    ]
+    if timeout is None:
+        timeout = WORKER_START_SECONDS + WORKER_SECONDS_PER_PAGE * len(chunks[0])
+    deadline = time.monotonic() + timeout
+    with ExitStack() as stack:  # output goes to files: a full pipe never stalls a worker
+        outputs = [stack.enter_context(tempfile.TemporaryFile()) for _ in chunks]
+        procs = [
+            subprocess.Popen(
+                _worker_command(str(path), chunk, engine),
+                stdout=output,
+                stderr=subprocess.DEVNULL,
+            )
+            for chunk, output in zip(chunks, outputs, strict=True)
+        ]
+        try:
+            return _collect(str(path), procs, outputs, chunks, engine, deadline, timeout)
+        finally:  # whatever happened, no worker outlives the call
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+
+
+def _collect(
+    path: str,
+    procs: Sequence[subprocess.Popen[bytes]],
+    outputs: Sequence[IO[bytes]],
+    chunks: Sequence[list[int]],
+    engine: TesseractOcr,
+    deadline: float,
+    timeout: float,
+) -> dict[int, str | None]:
+    """The workers' texts, each worker waited for until ``deadline`` (``timeout`` after start)."""
     texts: dict[int, str | None] = {}
-    for proc, chunk in zip(procs, chunks, strict=True):
-        out, _ = proc.communicate()
+    for proc, output, chunk in zip(procs, outputs, chunks, strict=True):
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.0))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            logger.warning(
+                "%s: OCR worker %d (pages %s) still running after %.0f s: killed; those pages "
+                "are indexed without text",
+                path,
+                proc.pid,
+                ",".join(map(str, chunk)),
+                timeout,
+            )
+            texts.update(dict.fromkeys(chunk))
+            continue
         if proc.returncode == 0:
-            texts.update({int(k): v for k, v in json.loads(out).items()})
+            output.seek(0)
+            texts.update({int(k): v for k, v in json.load(output).items()})
         else:  # a crashed worker: read its pages here rather than lose them
             logger.warning(
-                "%s: OCR worker exited with %s; reading its pages in-process", path, proc.returncode
+                "%s: OCR worker %d (pages %s) exited with %s; reading its pages in-process",
+                path,
+                proc.pid,
+                ",".join(map(str, chunk)),
+                proc.returncode,
             )
-            texts.update(_ocr_chunk(str(path), chunk, engine))
+            texts.update(_ocr_chunk(path, chunk, engine))
     return texts
+
+
+def _worker_command(path: str, pages: Sequence[int], engine: TesseractOcr) -> list[str]:
+    """The command line of one OCR worker (:func:`_worker_main`) for ``pages`` of ``path``."""
+    return [
+        sys.executable,
+        "-m",
+        __name__,
+        path,
+        ",".join(map(str, pages)),
+        engine.tessdata,
+        engine.language,
+        str(engine.dpi),
+    ]
 
 
 def _ocr_chunk(path: str, pages: list[int], engine: OcrEngine) -> list[tuple[int, str | None]]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from llama_index_docmemo.cpu import cpu_call
 from llama_index_docmemo.errors import IngestError
 from llama_index_docmemo.paths import write_atomically
-from llama_index_docmemo.steps import Steps
+from llama_index_docmemo.step_runtime import Steps
 
 logger = logging.getLogger(__name__)
 

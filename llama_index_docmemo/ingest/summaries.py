@@ -32,7 +32,7 @@ from llama_index_docmemo.reasoning.prompts import (
     to_messages,
 )
 from llama_index_docmemo.reasoning.replies import ReplyLimits, SummaryReply, summaries_of
-from llama_index_docmemo.steps import Steps, arun, offload, parallel, run
+from llama_index_docmemo.step_runtime import Steps, arun, offload, parallel, run
 from llama_index_docmemo.types import PageInput, PageRecord
 
 logger = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 propagation after an update.
 
 Everything the levers decide lives in the pure modules of this package; this class only holds
-the store and encoder I/O they need, written as steps (``steps.py``) so the loop runs it with
+the store and encoder I/O they need, written as steps (``step_runtime.py``) so the loop runs it with
 sync or async I/O. Per-query state stays in the loop; the one thing kept here is the reference
 graph of each document version as one scope sees it (bounded, keyed by the scope's caller and
 conditions, the document and its version), which does not depend on the question.
@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 
 from llama_index_docmemo.config import LeverSettings, SelectionSettings
 from llama_index_docmemo.levers.financial import statement_queries
-from llama_index_docmemo.levers.fusion import fuse_rankings
 from llama_index_docmemo.levers.question_refs import labelled_pages, mentions_labels, named_pages
-from llama_index_docmemo.levers.structure import reference_boosts
+from llama_index_docmemo.levers.ranking_fusion import fuse_rankings
+from llama_index_docmemo.levers.reference_boosts import reference_boosts
 from llama_index_docmemo.lru import BoundedMap
 from llama_index_docmemo.memory.references import ReferenceGraph, build_reference_graph
-from llama_index_docmemo.steps import Steps, either, offload, parallel
+from llama_index_docmemo.step_runtime import Steps, either, offload, parallel
 from llama_index_docmemo.store.access import visible_groups
 from llama_index_docmemo.types import (
     FieldGroup,

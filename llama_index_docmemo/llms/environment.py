@@ -1,47 +1,68 @@
-"""The environment variables every OpenAI-compatible client setting falls back to."""
+"""The environment variables every OpenAI-compatible client setting falls back to.
+
+Read by ``pydantic-settings`` (prefix ``DOCMEMO_LLM_``) each time a client is built, so a
+variable set after import counts. Blank values count as unset; a value that does not parse is an
+:class:`~llama_index_docmemo.errors.LLMError` naming the variable.
+"""
 
 from __future__ import annotations
 
-import os
+from typing import Any
+
+from pydantic import ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from llama_index_docmemo.errors import LLMError
 
-ENV_URL = "DOCMEMO_LLM_URL"
-ENV_MODEL = "DOCMEMO_LLM_MODEL"
-ENV_API_KEY = "DOCMEMO_LLM_API_KEY"
-ENV_STRUCTURED_MODE = "DOCMEMO_LLM_STRUCTURED_MODE"
-ENV_CONTEXT_WINDOW = "DOCMEMO_LLM_CONTEXT_WINDOW"
-ENV_MAX_TOKENS = "DOCMEMO_LLM_MAX_TOKENS"
-ENV_DEADLINE = "DOCMEMO_LLM_DEADLINE"
-ENV_TIMEOUT = "DOCMEMO_LLM_TIMEOUT"
-ENV_IMAGES = "DOCMEMO_LLM_IMAGES"
+PREFIX = "DOCMEMO_LLM_"
+ENV_URL = f"{PREFIX}URL"
+ENV_MODEL = f"{PREFIX}MODEL"
+ENV_API_KEY = f"{PREFIX}API_KEY"
+ENV_STRUCTURED_MODE = f"{PREFIX}STRUCTURED_MODE"
+ENV_CONTEXT_WINDOW = f"{PREFIX}CONTEXT_WINDOW"
+ENV_MAX_TOKENS = f"{PREFIX}MAX_TOKENS"
+ENV_DEADLINE = f"{PREFIX}DEADLINE"
+ENV_TIMEOUT = f"{PREFIX}TIMEOUT"
+ENV_IMAGES = f"{PREFIX}IMAGES"
+
+_KINDS = {
+    "int_parsing": "a whole number",
+    "int_from_float": "a whole number",
+    "float_parsing": "a number",
+    "bool_parsing": "a switch (1/0, true/false, on/off)",
+}
 
 
-def env_text(name: str) -> str | None:
-    """``$name`` stripped, or None when unset or blank."""
-    raw = os.environ.get(name)
-    return raw.strip() if raw and raw.strip() else None
+class LLMEnvironment(BaseSettings):
+    """``$DOCMEMO_LLM_*``: what :class:`~llama_index_docmemo.OpenAICompatible` and the
+    ``docmemo`` command fall back to when an argument is not given (None: unset)."""
+
+    model_config = SettingsConfigDict(env_prefix=PREFIX, env_ignore_empty=True, extra="ignore")
+
+    url: str | None = None
+    model: str | None = None
+    api_key: str | None = None
+    structured_mode: str | None = None
+    context_window: int | None = None
+    max_tokens: int | None = None
+    deadline: float | None = None
+    timeout: float | None = None
+    images: bool | None = None
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return value.strip() or None
+        return value
 
 
-def env_int(name: str) -> int | None:
-    """``$name`` as an integer (None when unset); an error naming the variable otherwise."""
-    raw = env_text(name)
+def llm_environment() -> LLMEnvironment:
+    """The ``$DOCMEMO_LLM_*`` variables now; an error naming the variable that does not parse."""
     try:
-        return None if raw is None else int(raw)
-    except ValueError:
-        raise LLMError(f"${name}={raw!r} is not a whole number") from None
-
-
-def env_float(name: str) -> float | None:
-    """``$name`` as a number (None when unset); an error naming the variable otherwise."""
-    raw = env_text(name)
-    try:
-        return None if raw is None else float(raw)
-    except ValueError:
-        raise LLMError(f"${name}={raw!r} is not a number") from None
-
-
-def env_flag(name: str) -> bool | None:
-    """``$name`` as a switch: 0 / false / no / off are False, anything else True."""
-    raw = env_text(name)
-    return None if raw is None else raw.lower() not in ("0", "false", "no", "off")
+        return LLMEnvironment()
+    except ValidationError as error:
+        problem = error.errors()[0]
+        name = f"{PREFIX}{str(problem['loc'][0]).upper()}"
+        kind = _KINDS.get(problem["type"], "valid")
+        raise LLMError(f"${name}={problem['input']!r} is not {kind}") from None

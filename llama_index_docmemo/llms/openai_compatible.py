@@ -55,21 +55,7 @@ from llama_index_docmemo.llms.deadline import (
     header,
     iterate_with_deadline,
 )
-from llama_index_docmemo.llms.environment import (
-    ENV_API_KEY,
-    ENV_CONTEXT_WINDOW,
-    ENV_DEADLINE,
-    ENV_IMAGES,
-    ENV_MAX_TOKENS,
-    ENV_MODEL,
-    ENV_STRUCTURED_MODE,
-    ENV_TIMEOUT,
-    ENV_URL,
-    env_flag,
-    env_float,
-    env_int,
-    env_text,
-)
+from llama_index_docmemo.llms.environment import ENV_IMAGES, ENV_MODEL, ENV_URL, llm_environment
 from llama_index_docmemo.llms.failures import describe, llm_failure
 from llama_index_docmemo.llms.images import MAX_IMAGE_SIDE, png_image_block
 from llama_index_docmemo.llms.servers import ServerMemory
@@ -160,30 +146,31 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
         default_model: str | None = None,
         **kwargs: Any,
     ) -> None:
-        api_base = api_base or env_text(ENV_URL)
+        env = llm_environment()
+        api_base = api_base or env.url
         if not api_base:
             raise LLMError(
                 f"{type(self).__name__} needs the URL of an OpenAI-compatible server: pass "
                 f"api_base= or set {ENV_URL} (e.g. http://127.0.0.1:8000/v1)"
             )
-        model = model or env_text(ENV_MODEL) or default_model
+        model = model or env.model or default_model
         if not model:
             raise LLMError(f"no model name for {api_base}: pass model= or set {ENV_MODEL}")
-        window = context_window or env_int(ENV_CONTEXT_WINDOW)
-        images = env_flag(ENV_IMAGES) if multimodal is None else multimodal
+        window = context_window or env.context_window
+        images = env.images if multimodal is None else multimodal
         super().__init__(
             model=model,
             api_base=api_base.rstrip("/"),
-            api_key=api_key or env_text(ENV_API_KEY) or "EMPTY",
+            api_key=api_key or env.api_key or "EMPTY",
             is_chat_model=True,
             is_function_calling_model=False,
             context_window=window or DEFAULT_CONTEXT_WINDOW,
-            max_tokens=max_tokens or env_int(ENV_MAX_TOKENS) or 2048,
+            max_tokens=max_tokens or env.max_tokens or 2048,
             temperature=temperature,
-            timeout=timeout or env_float(ENV_TIMEOUT) or 120.0,
+            timeout=timeout or env.timeout or 120.0,
             max_retries=max_retries,
-            structured_mode=structured_mode or env_text(ENV_STRUCTURED_MODE) or "auto",
-            request_deadline=request_deadline or env_float(ENV_DEADLINE) or 180.0,
+            structured_mode=structured_mode or env.structured_mode or "auto",
+            request_deadline=request_deadline or env.deadline or 180.0,
             multimodal=True if images is None else images,
             server_memory=server_memory if server_memory is not None else ServerMemory(),
             http_client=openai.DefaultHttpxClient(transport=DeadlineTransport()),

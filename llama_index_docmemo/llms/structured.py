@@ -13,7 +13,7 @@ mode that worked per server (``llms/servers.py``).
 Also here, for every pydantic reply model: the strict schema sent with a request
 (:func:`reply_schema`), lenient reading of a reply (:func:`validate_reply`), and the last
 resort for an LLM that has no native structured form, the schema in the system turn with one
-repair request (:func:`ask_with_schema_in_prompt`, written as steps: ``steps.py``). Pure: no I/O.
+repair request (:func:`ask_with_schema_in_prompt`, written as steps: ``step_runtime.py``). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from llama_index.core.output_parsers.base import OutputParserException
 from llama_index.core.output_parsers.utils import extract_json_str, parse_json_markdown
 from pydantic import BaseModel, ValidationError
 
-from llama_index_docmemo.steps import Steps, either
+from llama_index_docmemo.llms.untrusted import fenced
+from llama_index_docmemo.step_runtime import Steps, either
 
 if TYPE_CHECKING:
     from llama_index.core.llms import LLM
@@ -229,18 +230,13 @@ REPAIR_SYSTEM = (
 )
 
 
-def _fenced(text: str) -> str:
-    safe = text.replace("<document>", "< document>").replace("</document>", "</ document>")
-    return f"<document>\n{safe}\n</document>"
-
-
 def repair_messages(
     reply: str, problem: str, schema: dict[str, Any], *, reply_chars: int = 6000
 ) -> list[ChatMessage]:
     """The request asking to restate a malformed ``reply`` as JSON matching ``schema``."""
     text = (
         f"This reply should have been a JSON object matching the schema below, but {problem}.\n\n"
-        f"Schema:\n{json.dumps(schema)}\n\nReply to fix:\n{_fenced(reply[:reply_chars])}"
+        f"Schema:\n{json.dumps(schema)}\n\nReply to fix:\n{fenced(reply[:reply_chars])}"
     )
     return [
         ChatMessage(role=MessageRole.SYSTEM, content=REPAIR_SYSTEM),

@@ -5,7 +5,7 @@
 walking ``json_schema`` -> llama.cpp's ``json_object`` + schema -> the schema in the prompt (one
 repair request) as a server refuses each form (told by the error's text, ``llms/structured.py``),
 remembering per server what worked in the LLM's ``server_memory`` (``llms/servers.py``). Written
-once as steps (``steps.py``) for the sync and async entries.
+once as steps (``step_runtime.py``) for the sync and async entries.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from llama_index_docmemo.llms.structured import (
     request_options,
     validate_reply,
 )
-from llama_index_docmemo.steps import Steps, arun, either, run
+from llama_index_docmemo.step_runtime import Steps, arun, either, run
 
 logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)

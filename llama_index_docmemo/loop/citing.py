@@ -2,7 +2,7 @@
 abstained from when the evidence is weak, marked with ``[n]`` when asked.
 
 The rules are in :mod:`llama_index_docmemo.evidence`; this module gathers what they read from the
-loop (page texts, crops, notes, beliefs) and makes the one piece of I/O they need (the boxes, on
+query's snapshot (page texts, crops, notes, beliefs) and makes the one piece of I/O they need (the boxes, on
 the CPU executor).
 """
 
@@ -27,11 +27,11 @@ from llama_index_docmemo.evidence.citations import (
     with_markers,
 )
 from llama_index_docmemo.nodes import is_page, node_ref
-from llama_index_docmemo.steps import Steps
+from llama_index_docmemo.step_runtime import Steps
 from llama_index_docmemo.types import EvidenceNote, PageRef
 
 if TYPE_CHECKING:
-    from llama_index_docmemo.loop.query import DocMemoLoop
+    from llama_index_docmemo.loop.snapshot import QuerySnapshot
 
 ABSTAINS_FROM = ("answered", "need_more")
 """Statuses the abstention rule applies to: an answer, and the best guess of a loop that ran out
@@ -52,10 +52,10 @@ class CitedAnswer:
     abstained: str | None = None
 
 
-def page_texts(loop: DocMemoLoop) -> list[PageText]:
+def page_texts(state: QuerySnapshot) -> list[PageText]:
     """Every page read, with its text and the text of its crops."""
     crops: dict[PageRef, list[CropText]] = {}
-    for node in loop.crops:
+    for node in state.crops:
         bbox = node.node.metadata.get("bbox")
         if bbox and len(bbox) == 4:
             x0, y0, x1, y1 = (float(v) for v in bbox)
@@ -63,8 +63,8 @@ def page_texts(loop: DocMemoLoop) -> list[PageText]:
             crops.setdefault(node_ref(node), []).append(crop)
     return [
         PageText(ref, rec.text, rec.ocr, tuple(crops.get(ref, ())))
-        for ref, rec in loop.records.items()
-        if ref in loop.read
+        for ref, rec in state.records.items()
+        if ref in state.read
     ]
 
 
@@ -94,7 +94,7 @@ def boxed_citations(
 
 
 def cited_answer(
-    loop: DocMemoLoop,
+    state: QuerySnapshot,
     status: str,
     answer: str,
     evidence: Sequence[PageRef],
@@ -103,19 +103,19 @@ def cited_answer(
     """Steps: the citations of the loop's answer (claims only for an answer the reader stands
     by) with their boxes, the abstention rule of ``config.answer`` applied (to
     ``ABSTAINS_FROM``), and the unverified suffix of an answer that stands."""
-    sources = {ref: rec.source for ref, rec in loop.records.items() if ref in loop.read}
+    sources = {ref: rec.source for ref, rec in state.records.items() if ref in state.read}
     citations = yield cpu_call(
         boxed_citations,
         answer,
-        page_texts(loop),
-        loop.episodic.evidence,
+        page_texts(state),
+        state.episodic.evidence,
         list(evidence),
         status == "answered",
         sources,
     )
     if status not in ABSTAINS_FROM:
         return CitedAnswer(status, answer, citations)
-    settings = loop.config.answer
+    settings = state.config.answer
     reason = abstention_reason(
         settings.abstain, citations, evidence, beliefs, settings.abstain_min_belief
     )
@@ -124,7 +124,7 @@ def cited_answer(
         return CitedAnswer(status, answer + suffix, citations)
     ranked = sorted(beliefs.items(), key=lambda item: -item[1])
     pool = [(r, b) for r, b in ranked if r in set(evidence)] or [
-        (r, b) for r, b in ranked if r in loop.read
+        (r, b) for r, b in ranked if r in state.read
     ]
     return CitedAnswer("unanswerable", not_found_text(reason, pool[:CANDIDATES]), citations, reason)
 

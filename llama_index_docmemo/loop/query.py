@@ -2,7 +2,7 @@
 
 Everything that belongs to one query lives on one :class:`DocMemoLoop` object (beliefs,
 episodic and schema memory, records seen, LLM calls, the trace) and nowhere else, so concurrent
-queries never share state. Each step is written once, as steps (``steps.py``): it yields the
+queries never share state. Each step is written once, as steps (``step_runtime.py``): it yields the
 store searches, page reads, renders and LLM requests it needs, and :meth:`DocMemoLoop.run` /
 :meth:`DocMemoLoop.arun` perform them with sync or async I/O (blocking work off the event loop).
 The engine and the retriever are thin LlamaIndex adapters over it.
@@ -15,7 +15,6 @@ among the candidates, and records only for pages retrieved or selected.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 import llama_index.core.instrumentation as instrument
@@ -45,13 +44,14 @@ from llama_index_docmemo.loop.result import (
     capped_crops,
     round_trace,
 )
+from llama_index_docmemo.loop.snapshot import QuerySnapshot, RoundSelection
 from llama_index_docmemo.memory.belief import PageBeliefMemory, normalise_scores
 from llama_index_docmemo.memory.episodic import EpisodicMemory
 from llama_index_docmemo.memory.schema import DocumentSchema, SchemaMemory
 from llama_index_docmemo.reasoning.base import summarize_evidence
-from llama_index_docmemo.reasoning.validation import sanitize_feedback
+from llama_index_docmemo.reasoning.replies import sanitize_feedback
 from llama_index_docmemo.selection import candidate_pool, select_pages
-from llama_index_docmemo.steps import Steps, arun, either, offload, run, within
+from llama_index_docmemo.step_runtime import Steps, arun, either, offload, run, within
 from llama_index_docmemo.trace import (
     PageScore,
     RoundTrace,
@@ -60,25 +60,12 @@ from llama_index_docmemo.trace import (
 from llama_index_docmemo.types import Feedback, PageFilter, PageHit, PageRecord, PageRef
 
 if TYPE_CHECKING:
-    pass
+    from llama_index.core.postprocessor.types import BaseNodePostprocessor
 
 dispatcher = instrument.get_dispatcher(__name__)
 
 T = TypeVar("T")
 _clock = time.perf_counter  # the deadline's clock (tests substitute a fake one)
-
-
-@dataclass
-class RoundSelection:
-    """What one round retrieved and chose to read."""
-
-    round: int
-    query: str
-    lam: float
-    candidates: list[PageScore]
-    pages: list[PageRecord]
-    scores: list[float]
-    seconds: float
 
 
 class DocMemoLoop:
@@ -150,10 +137,36 @@ class DocMemoLoop:
                         store.count_pages, store.acount_pages, self.scope
                     )
                 yield from self.update(selection, feedback)
-            return (yield from build_result(self))
+            status, answer = self.verdict()
+            return (yield from build_result(self.snapshot(), status, answer))
 
     def callbacks(self) -> CallbackManager:
         return self.parts.callback_manager or CallbackManager([])
+
+    def snapshot(self) -> QuerySnapshot:
+        """This query's state now, for the reading and result code (which never see the loop)."""
+        parts = self.parts
+        return QuerySnapshot(
+            question=self.question,
+            config=self.config,
+            schema=self.schema,
+            beliefs=self.beliefs,
+            episodic=self.episodic,
+            records=dict(self.records),
+            read=frozenset(self.read),
+            crops=tuple(self.crops),
+            last_scores=dict(self.last_scores),
+            llm_calls=self.llm_calls,
+            pages_known=self.pages_known,
+            reader=parts.reader,
+            cache_dir=parts.cache_dir,
+            evidence_images=parts.evidence_images,
+            reserved_llm_calls=parts.reserved_llm_calls,
+            stop=self.stop,
+            error=self.error,
+            rounds=tuple(self.rounds),
+            seconds=time.perf_counter() - self.started,
+        )
 
     # -- select -------------------------------------------------------------------------------
     def round_query(self) -> str:
@@ -197,14 +210,26 @@ class DocMemoLoop:
             scores, chosen, k, lam = self._choose(hits)
             if self.parts.reranker is not None and chosen:
                 try:
-                    stage = rerank_stage(self, self.parts.reranker, query, chosen, k)
+                    stage = self._reranked(self.parts.reranker, query, chosen, k)
                     chosen = yield from self.in_time(stage)
                 except DeadlineExceeded:  # the round keeps its own order; reading stops it
                     self.timed_out = True
             yield from self.fetch_records(chosen[:k])
             selection = self._selection(query, lam, hits, scores, chosen[:k], started)
-            ended(selected_nodes(self, selection))
+            ended(selected_nodes(self.snapshot(), selection))
         return selection
+
+    def _reranked(
+        self, reranker: BaseNodePostprocessor, query: str, chosen: list[PageRef], k: int
+    ) -> Steps[list[PageRef]]:
+        """The chosen pages' records fetched, then the rerank stage over them."""
+        yield from self.fetch_records(chosen)
+        state = self.snapshot()
+        return (
+            yield from rerank_stage(
+                state, reranker, query, chosen, k, self.callbacks(), self.round_cost
+            )
+        )
 
     def _beliefs_on(self) -> bool:
         return self.config.loop.use_belief and not self.config.loop.static
@@ -320,12 +345,12 @@ class DocMemoLoop:
             found = yield either(
                 cropper.postprocess_nodes,
                 cropper.apostprocess_nodes,
-                selected_nodes(self, selection),
+                selected_nodes(self.snapshot(), selection),
                 bundle,
             )
             crops = capped_crops(found, self.crops, self.config.loop.max_table_crops)
         self.crops.extend(crops)
-        reading = reading_input(self, selection, crops)
+        reading = reading_input(self.snapshot(), selection, crops)
         try:
             with counting_llm_calls(self.round_cost):
                 return (yield from self.in_time(reader.read(reading)))
@@ -370,9 +395,7 @@ class DocMemoLoop:
 
     def out_of_time(self) -> bool:
         limit = self.config.budget.max_seconds
-        return self.timed_out or (
-            limit is not None and _clock() - self._deadline_start >= limit
-        )
+        return self.timed_out or (limit is not None and _clock() - self._deadline_start >= limit)
 
     # -- update and stop ----------------------------------------------------------------------
     def update(self, selection: RoundSelection, feedback: Feedback | None) -> Steps[None]:
@@ -404,7 +427,10 @@ class DocMemoLoop:
                         self.beliefs, feedback.useful_pages, self.versions, self.scope
                     )
             self.feedback = feedback
-        self.rounds.append(round_trace(self, selection, feedback, dropped))
+        trace = round_trace(
+            selection, feedback, dropped, self.beliefs, len(self.crops), self.round_cost
+        )
+        self.rounds.append(trace)
         dispatcher.event(
             DocMemoRoundEndEvent(
                 round=selection.round,

@@ -8,20 +8,21 @@ from typing import TYPE_CHECKING
 
 from llama_index.core.schema import NodeWithScore
 
-from llama_index_docmemo.events import counting_llm_calls
+from llama_index_docmemo.events import LLMCallTally, counting_llm_calls
 from llama_index_docmemo.loop.instrumentation import rerank_events
 from llama_index_docmemo.loop.result import crop_view, page_image
 from llama_index_docmemo.nodes import PageWithScore, node_ref, page_node
 from llama_index_docmemo.reasoning.base import PageView, ReasoningInput
-from llama_index_docmemo.steps import Steps, either
+from llama_index_docmemo.step_runtime import Steps, either
 from llama_index_docmemo.types import PageRecord, PageRef
 
 if TYPE_CHECKING:
+    from llama_index.core.callbacks import CallbackManager
     from llama_index.core.postprocessor.types import BaseNodePostprocessor
     from llama_index.core.schema import BaseNode
     from PIL.Image import Image
 
-    from llama_index_docmemo.loop.query import DocMemoLoop, RoundSelection
+    from llama_index_docmemo.loop.snapshot import QuerySnapshot, RoundSelection
 
 
 def _render(source: str, page: int) -> Image:
@@ -31,83 +32,85 @@ def _render(source: str, page: int) -> Image:
     return render_page(source, page, 1500)
 
 
-def page_view(loop: DocMemoLoop, record: PageRecord) -> PageView:
+def page_view(state: QuerySnapshot, record: PageRecord) -> PageView:
     """A page as the reader sees it (its image cached in the engine's folder, when it has one)."""
-    use_schema = loop.config.loop.use_schema
-    cache = loop.parts.cache_dir
+    use_schema = state.config.loop.use_schema
+    cache = state.cache_dir
     return PageView(
         ref=record.ref,
         text=record.text,
-        section=loop.schema.section_of(record.ref) if use_schema else "",
-        summary=loop.schema.summary_of(record.ref) if use_schema else "",
+        section=state.schema.section_of(record.ref) if use_schema else "",
+        summary=state.schema.summary_of(record.ref) if use_schema else "",
         image=page_image(record, cache) if cache is not None else None,
         load_image=partial(_render, record.source, record.page) if cache is None else None,
     )
 
 
-def node_of(loop: DocMemoLoop, record: PageRecord) -> BaseNode:
-    summary = loop.schema.summary_of(record.ref) if loop.config.loop.use_schema else ""
+def node_of(state: QuerySnapshot, record: PageRecord) -> BaseNode:
+    summary = state.schema.summary_of(record.ref) if state.config.loop.use_schema else ""
     return page_node(record, summary=summary)
 
 
-def selected_nodes(loop: DocMemoLoop, selection: RoundSelection) -> list[NodeWithScore]:
+def selected_nodes(state: QuerySnapshot, selection: RoundSelection) -> list[NodeWithScore]:
     """The round's selected pages as scored nodes."""
     return [
-        PageWithScore(node=node_of(loop, record), score=score)
+        PageWithScore(node=node_of(state, record), score=score)
         for record, score in zip(selection.pages, selection.scores, strict=True)
     ]
 
 
 def reading_input(
-    loop: DocMemoLoop, selection: RoundSelection, crops: list[NodeWithScore]
+    state: QuerySnapshot, selection: RoundSelection, crops: list[NodeWithScore]
 ) -> ReasoningInput:
     """Everything a round shows the reader (the memories only where they are switched on)."""
-    settings, cap = loop.config.loop, loop.config.budget.max_llm_calls
+    settings, cap = state.config.loop, state.config.budget.max_llm_calls
     final = selection.round >= settings.effective_rounds or (
-        cap is not None and loop.llm_calls + 1 >= cap - loop.parts.reserved_llm_calls
+        cap is not None and state.llm_calls + 1 >= cap - state.reserved_llm_calls
     )
-    episodic = loop.episodic
+    episodic = state.episodic
     return ReasoningInput(
-        question=loop.question,
+        question=state.question,
         query=selection.query,
-        pages=[page_view(loop, r) for r in selection.pages],
+        pages=[page_view(state, r) for r in selection.pages],
         crops=[crop_view(n) for n in crops],
         evidence=episodic.evidence if settings.use_episodic else [],
         missing=episodic.missing if settings.use_episodic else [],
-        outline=loop.schema.describe() if settings.use_schema else "",
+        outline=state.schema.describe() if settings.use_schema else "",
         round=selection.round,
         final_round=final,
-        pages_read_total=len(loop.read) + len(selection.pages),
-        pages_in_scope=loop.pages_known,
+        pages_read_total=len(state.read) + len(selection.pages),
+        pages_in_scope=state.pages_known,
     )
 
 
 def rerank_stage(
-    loop: DocMemoLoop,
+    state: QuerySnapshot,
     reranker: BaseNodePostprocessor,
     query: str,
     chosen: list[PageRef],
     k: int,
+    callbacks: CallbackManager,
+    cost: LLMCallTally,
 ) -> Steps[list[PageRef]]:
-    """The rerank stage: any node postprocessor reorders the chosen pages; its picks (the
-    first ``k``) come first, the rest keep their order behind."""
+    """The rerank stage: any node postprocessor reorders the chosen pages (those with a record
+    in ``state``); its picks (the first ``k``) come first, the rest keep their order behind.
+    Its LLM requests are counted in ``cost``."""
     from llama_index_docmemo.postprocessors.rerank import RoundQueryBundle
 
-    yield from loop.fetch_records(chosen)
     nodes = [
-        PageWithScore(node=node_of(loop, loop.records[r]), score=loop.last_scores.get(r, 0.0))
+        PageWithScore(node=node_of(state, state.records[r]), score=state.last_scores.get(r, 0.0))
         for r in chosen
-        if r in loop.records
+        if r in state.records
     ]
     bundle = RoundQueryBundle(
         query_str=query,
-        question=loop.question,
-        evidence=loop.episodic.evidence,
-        missing=loop.episodic.missing,
+        question=state.question,
+        evidence=state.episodic.evidence,
+        missing=state.episodic.missing,
     )
     with (
-        rerank_events(loop.callbacks(), reranker, nodes, bundle, k) as ended,
-        counting_llm_calls(loop.round_cost),
+        rerank_events(callbacks, reranker, nodes, bundle, k) as ended,
+        counting_llm_calls(cost),
     ):
         found = yield either(reranker.postprocess_nodes, reranker.apostprocess_nodes, nodes, bundle)
         reranked = ended(found)

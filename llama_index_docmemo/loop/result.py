@@ -8,7 +8,6 @@ shown, rendered once per document version and page (``ingest/page_images.py``).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ from llama_index_docmemo.ingest.page_images import PageImage, page_image_files
 from llama_index_docmemo.loop.citing import cited_answer, mark_sources
 from llama_index_docmemo.nodes import PageWithScore, is_page, node_ref, page_node
 from llama_index_docmemo.reasoning.base import CropView
-from llama_index_docmemo.steps import Steps
+from llama_index_docmemo.step_runtime import Steps
 from llama_index_docmemo.trace import (
     BeliefState,
     FeedbackRecord,
@@ -33,7 +32,8 @@ from llama_index_docmemo.trace import (
 from llama_index_docmemo.types import Feedback, PageRecord, PageRef
 
 if TYPE_CHECKING:
-    from llama_index_docmemo.loop.query import DocMemoLoop, RoundSelection
+    from llama_index_docmemo.events import LLMCallTally
+    from llama_index_docmemo.loop.snapshot import QuerySnapshot, RoundSelection
     from llama_index_docmemo.memory.belief import PageBeliefMemory
 
 logger = logging.getLogger(__name__)
@@ -105,22 +105,23 @@ def evidence_refs(
     return [r for r in dict.fromkeys([*useful, *cited]) if r in read]
 
 
-def build_result(loop: DocMemoLoop) -> Steps[DocMemoResult]:
+def build_result(state: QuerySnapshot, status: str, answer: str) -> Steps[DocMemoResult]:
     """The answer, the evidence nodes (with their page images when asked for) and the trace of
-    a finished loop: built here and only here."""
-    status, answer = loop.verdict()
-    episodic = loop.episodic
+    a finished query (``state``, with its verdict): built here and only here."""
+    episodic = state.episodic
     cited = [n.page for n in episodic.evidence]
-    refs = evidence_refs(episodic.useful_pages, cited, loop.read)
-    records = [loop.records[r] for r in refs if r in loop.records]
+    refs = evidence_refs(episodic.useful_pages, cited, state.read)
+    records = [state.records[r] for r in refs if r in state.records]
     images: dict[PageRef, Path | None] = {}
-    cache = loop.parts.cache_dir
-    if loop.parts.evidence_images and cache is not None and records:
+    cache = state.cache_dir
+    if state.evidence_images and cache is not None and records:
         files = yield from page_image_files([page_image(r, cache) for r in records])
         images = {r.ref: path for r, path in zip(records, files, strict=True)}
-    beliefs = loop.beliefs
-    belief_of = {ref: float(beliefs.mean([ref])[0]) if ref in beliefs else 0.5 for ref in loop.read}
-    cited = yield from cited_answer(loop, status, answer, refs, belief_of)
+    beliefs = state.beliefs
+    belief_of = {
+        ref: float(beliefs.mean([ref])[0]) if ref in beliefs else 0.5 for ref in state.read
+    }
+    cited = yield from cited_answer(state, status, answer, refs, belief_of)
     status, answer = cited.status, cited.answer
     evidence = sorted(
         (
@@ -133,19 +134,19 @@ def build_result(loop: DocMemoLoop) -> Steps[DocMemoResult]:
         key=lambda n: -(n.score or 0.0),
     )
     useful = set(episodic.useful_pages)
-    sources = evidence + [c for c in loop.crops if node_ref(c) in useful]
-    cited = mark_sources(cited, sources, loop.config.answer.citation_markers)
+    sources = evidence + [c for c in state.crops if node_ref(c) in useful]
+    cited = mark_sources(cited, sources, state.config.answer.citation_markers)
     answer = cited.answer
-    reader = loop.parts.reader
+    reader = state.reader
     decide = getattr(reader, "images_now", None)  # after a refusal a server gets text
     choice = decide() if callable(decide) else None
     trace = QueryTrace(
-        question=loop.question,
+        question=state.question,
         answer=answer,
         status=status,
-        stop_reason=loop.stop or "max_rounds",
-        error=loop.error,
-        rounds=loop.rounds,
+        stop_reason=state.stop or "max_rounds",
+        error=state.error,
+        rounds=list(state.rounds),
         pages_read=[
             PageRead(doc=r.doc_id, page=r.page, round=episodic.round_of(r) or 0)
             for r in episodic.pages_read
@@ -161,8 +162,8 @@ def build_result(loop: DocMemoLoop) -> Steps[DocMemoResult]:
         ],
         citations=cited.citations,
         abstained=cited.abstained,
-        llm_calls=loop.llm_calls,
-        seconds=time.perf_counter() - loop.started,
+        llm_calls=state.llm_calls,
+        seconds=state.seconds,
         reader=reader.name if reader is not None else "",
         images=bool(choice.send) if choice is not None else False,
         images_reason=choice.reason if choice is not None else "",
@@ -171,16 +172,21 @@ def build_result(loop: DocMemoLoop) -> Steps[DocMemoResult]:
 
 
 def round_trace(
-    loop: DocMemoLoop, selection: RoundSelection, feedback: Feedback | None, dropped: int
+    selection: RoundSelection,
+    feedback: Feedback | None,
+    dropped: int,
+    beliefs: PageBeliefMemory,
+    crops: int,
+    cost: LLMCallTally,
 ) -> RoundTrace:
-    """What a round retrieved, read, learned and cost, and the beliefs it left."""
+    """What a round retrieved, read, learned and cost (``cost``), and the ``beliefs`` it left;
+    ``crops``: the crops shown so far."""
     record = FeedbackRecord.of(feedback, dropped) if feedback is not None else None
     watched = dict.fromkeys(
         [r.ref for r in selection.pages]
         + [PageRef(c.doc, c.page) for c in selection.candidates]
-        + loop.beliefs.informed_refs()
+        + beliefs.informed_refs()
     )
-    cost = loop.round_cost
     return RoundTrace(
         round=selection.round,
         query=selection.query,
@@ -190,9 +196,9 @@ def round_trace(
             PageScore(doc=r.doc_id, page=r.page, score=s)
             for r, s in zip(selection.pages, selection.scores, strict=True)
         ],
-        crops=len(loop.crops),
+        crops=crops,
         feedback=record,
-        beliefs=belief_states(loop.beliefs, list(watched)),
+        beliefs=belief_states(beliefs, list(watched)),
         llm_calls=cost.calls,
         images=cost.images,
         prompt_tokens=cost.prompt_tokens,

@@ -52,9 +52,6 @@ class PageBeliefMemory:
             raise ValueError(f"document {doc_id!r} has a negative page count")
         self._sizes[doc_id] = n_pages
 
-    def knows(self, doc_id: str) -> bool:
-        return doc_id in self._sizes
-
     def __len__(self) -> int:
         """Pages with a belief of their own (the others hold the prior)."""
         return len(self._state)
@@ -101,10 +98,6 @@ class PageBeliefMemory:
         """Posterior mean alpha / (alpha + beta) (of ``refs``, or of every known page)."""
         a, b = self._arrays(refs)
         return a / (a + b)
-
-    def informed(self, refs: Sequence[PageRef]) -> np.ndarray:
-        """Whether each page's belief moved away from the uninformed prior."""
-        return np.array([r in self._state for r in refs], dtype=bool)
 
     def informed_refs(self) -> list[PageRef]:
         """Pages whose belief moved away from the prior (labelled, propagated, primed), in the

@@ -122,9 +122,6 @@ class ReferenceGraph:
     def __len__(self) -> int:
         return sum(len(v) for v in self.links.values()) // 2
 
-    def to_json(self) -> dict[int, dict[int, str]]:
-        return {a: dict(b) for a, b in self.links.items()}
-
 
 def build_reference_graph(
     texts: Mapping[int, str], *, max_targets: int = 2, continuations: bool = True

@@ -38,7 +38,7 @@ from llama_index_docmemo.reasoning.prompts import (
 )
 from llama_index_docmemo.reasoning.replies import RerankReply, picks_of
 from llama_index_docmemo.reasoning.vlm import page_loaders_for
-from llama_index_docmemo.steps import Steps, arun, offload, run
+from llama_index_docmemo.step_runtime import Steps, arun, offload, run
 from llama_index_docmemo.types import EvidenceNote, PageRef
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llama_index_docmemo.ingest.page_images import PageImage
-from llama_index_docmemo.steps import Steps, arun, offload
+from llama_index_docmemo.step_runtime import Steps, arun, offload
 from llama_index_docmemo.types import EvidenceNote, Feedback, PageRef, Status
 
 __all__ = [
@@ -86,7 +86,7 @@ class Reasoner(ABC):
     """Reads pages and labels them; implementations: the LLM reader, offline (text rules),
     simulated (evaluation).
 
-    :meth:`read` is the reading as steps (``steps.py``), which the loop runs with sync or async
+    :meth:`read` is the reading as steps (``step_runtime.py``), which the loop runs with sync or async
     I/O; by default it runs :meth:`reason` (a reader without I/O of its own) off the event
     loop. A reader that talks to a model overrides :meth:`read` and runs it from :meth:`reason`.
     """

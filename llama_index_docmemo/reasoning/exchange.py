@@ -1,4 +1,4 @@
-"""One structured exchange with any LlamaIndex LLM, written once as steps (``steps.py``).
+"""One structured exchange with any LlamaIndex LLM, written once as steps (``step_runtime.py``).
 
 The reader, the page reranker and the ingest summariser all ask an LLM for a reply model (a
 pydantic class of ``reasoning/replies.py``) the same way:
@@ -48,7 +48,7 @@ from llama_index_docmemo.llms.structured import (
     ask_with_schema_in_prompt,
     refuses_content,
 )
-from llama_index_docmemo.steps import Steps, either, offload
+from llama_index_docmemo.step_runtime import Steps, either, offload
 
 if TYPE_CHECKING:
     from llama_index.core.llms import LLM

@@ -23,6 +23,7 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
+from llama_index_docmemo.llms.untrusted import fenced
 from llama_index_docmemo.reasoning.base import EvidenceNote, PageView, ReasoningInput
 from llama_index_docmemo.reasoning.replies import clip
 from llama_index_docmemo.types import PageInput
@@ -122,11 +123,6 @@ SUMMARY_REPLY_PROMPT = PromptTemplate(SUMMARY_REPLY)
 ANSWER_PROMPT = PromptTemplate(ANSWER)
 """The streamed final answer: ``{question}``, the loop's ``{draft}`` and the ``{evidence}`` text."""
 
-def _fenced(text: str) -> str:
-    # a page cannot close the fence early and talk outside it
-    safe = text.replace("<document>", "< document>").replace("</document>", "</ document>")
-    return f"<document>\n{safe}\n</document>"
-
 
 def _where(doc_id: str, page: int, section: str) -> str:
     place = f"{doc_id}, page {page}"
@@ -186,10 +182,10 @@ def reading_prompt(
         )
     head.append(progress)
     if inp.outline.strip():
-        head.append("Outline of the documents:\n" + _fenced(clip_lines(inp.outline, outline_chars)))
+        head.append("Outline of the documents:\n" + fenced(clip_lines(inp.outline, outline_chars)))
     if inp.evidence:
         lines = _evidence_lines(inp.evidence, max_evidence, 300)
-        head.append("Notes from earlier rounds:\n" + _fenced("\n".join(lines)))
+        head.append("Notes from earlier rounds:\n" + fenced("\n".join(lines)))
     if inp.missing:
         head.append(
             "Still missing after earlier rounds:\n"
@@ -204,7 +200,7 @@ def reading_prompt(
         else:
             parts.append("\n(no image of this page; text only)")
         text = clip_lines(page.text, page_chars) if page.text.strip() else "(no extractable text)"
-        parts.append("\nExtracted text:\n" + _fenced(text))
+        parts.append("\nExtracted text:\n" + fenced(text))
     number_of = {page.ref: i + 1 for i, page in enumerate(inp.pages)}
     crops = [(j, c) for j, c in enumerate(inp.crops) if c.page in number_of]
     if crops:
@@ -214,7 +210,7 @@ def reading_prompt(
             if j in crop_images:
                 parts.append(ImageSlot("crop", j))
             if crop.text.strip():
-                parts.append("\n" + _fenced(clip_lines(crop.text, 1500)))
+                parts.append("\n" + fenced(clip_lines(crop.text, 1500)))
     parts.append("\n\n" + reply.format(n_pages=str(n)))
     return parts
 
@@ -249,7 +245,7 @@ def rerank_prompt(
     if query.strip() and query.strip() != question.strip():
         lines.append(f"Current search query: {query}")
     if evidence:
-        lines.append("Found so far:\n" + _fenced("\n".join(_evidence_lines(evidence, 15, 200))))
+        lines.append("Found so far:\n" + fenced("\n".join(_evidence_lines(evidence, 15, 200))))
     if missing:
         lines.append("Still missing:\n" + "\n".join(f"- {clip(m, 200)}" for m in missing[:8]))
     rows = []
@@ -259,7 +255,7 @@ def rerank_prompt(
             f"[{i + 1}] {_where(page.ref.doc_id, page.ref.page, page.section)}: "
             f"{clip(about, summary_chars) or '(no description)'}"
         )
-    lines.append(f"Candidate pages [1] to [{len(candidates)}]:\n" + _fenced("\n".join(rows)))
+    lines.append(f"Candidate pages [1] to [{len(candidates)}]:\n" + fenced("\n".join(rows)))
     parts: list[Part] = ["\n\n".join(lines)]
     if images:
         parts.append("\n\nPage images of some candidates:")
@@ -286,7 +282,7 @@ def summary_prompt(
         if i in with_images:
             parts.append(ImageSlot("page", i))
         text = clip_lines(page.text, page_chars) if page.text.strip() else "(no extractable text)"
-        parts.append("\n" + _fenced(text))
+        parts.append("\n" + fenced(text))
     parts.append("\n\n" + reply.format())
     return parts
 

@@ -11,7 +11,7 @@ obeyed. Pure: no I/O.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -64,8 +64,8 @@ class _NoteReply(_Model):
 
 class FeedbackReply(_Model):
     """What the reader found on the pages shown: facts with their page (local numbers [1]..[n])
-    and the page's words they rest on (quote), which pages help and which do not, what is still missing, a verdict, an answer and a better
-    search query."""
+    and the page's words they rest on (quote), which pages help and which do not, what is still
+    missing, a verdict, an answer and a better search query."""
 
     notes: list[_NoteReply] = []
     useful_pages: list[LocalNumber] = []
@@ -122,15 +122,57 @@ def _resolve(numbers: Sequence[int | None], refs: Sequence[PageRef]) -> list[Pag
     return list(picked)
 
 
+def exclusive_labels(
+    useful: Sequence[PageRef], irrelevant: Sequence[PageRef], shown: Collection[PageRef]
+) -> tuple[list[PageRef], list[PageRef]]:
+    """The labels about ``shown`` pages, each page once, in order; a page labelled both useful
+    and irrelevant keeps neither (the reader contradicted itself, so neither label is evidence)."""
+    shown_set = set(shown)
+    kept_useful = list(dict.fromkeys(r for r in useful if r in shown_set))
+    kept_irrelevant = list(dict.fromkeys(r for r in irrelevant if r in shown_set))
+    both = set(kept_useful) & set(kept_irrelevant)
+    return [r for r in kept_useful if r not in both], [r for r in kept_irrelevant if r not in both]
+
+
+def sanitize_feedback(
+    feedback: Feedback,
+    shown: Sequence[PageRef],
+    read: Collection[PageRef],
+    max_labels: int,
+) -> tuple[Feedback, int]:
+    """A copy of any reasoner's ``feedback`` that names only shown pages (labels) and read pages
+    (notes): feedback may echo instructions hidden in document text.
+
+    Labels follow :func:`exclusive_labels`; at most ``max_labels`` survive per kind, which
+    bounds how far one round can move the beliefs. Returns the copy and the number of labels
+    and notes dropped.
+    """
+    useful, irrelevant = exclusive_labels(feedback.useful_pages, feedback.irrelevant_pages, shown)
+    useful, irrelevant = useful[:max_labels], irrelevant[:max_labels]
+    readable = set(shown) | set(read)
+    notes = [n for n in feedback.notes if n.page in readable]
+    dropped = (
+        len(feedback.useful_pages)
+        + len(feedback.irrelevant_pages)
+        + len(feedback.notes)
+        - len(useful)
+        - len(irrelevant)
+        - len(notes)
+    )
+    clean = feedback.model_copy(
+        update={"useful_pages": useful, "irrelevant_pages": irrelevant, "notes": notes}
+    )
+    return clean, dropped
+
+
 def feedback_of(reply: FeedbackReply, refs: Sequence[PageRef], limits: ReplyLimits) -> Feedback:
     """The :class:`Feedback` of a reading reply about pages ``refs`` (shown as [1]..[n]).
 
-    A page named both useful and irrelevant keeps neither label; "answered" without an answer
-    is "need_more".
+    Labels follow :func:`exclusive_labels`; "answered" without an answer is "need_more".
     """
-    useful = _resolve(reply.useful_pages, refs)
-    irrelevant = _resolve(reply.irrelevant_pages, refs)
-    both = set(useful) & set(irrelevant)
+    useful, irrelevant = exclusive_labels(
+        _resolve(reply.useful_pages, refs), _resolve(reply.irrelevant_pages, refs), refs
+    )
     notes: list[EvidenceNote] = []
     for note in reply.notes:
         page = _resolve([note.page], refs)
@@ -147,8 +189,8 @@ def feedback_of(reply: FeedbackReply, refs: Sequence[PageRef], limits: ReplyLimi
     status = reply.status if answer or reply.status != "answered" else "need_more"
     return Feedback(
         answer=answer or None,
-        useful_pages=[r for r in useful if r not in both],
-        irrelevant_pages=[r for r in irrelevant if r not in both],
+        useful_pages=useful,
+        irrelevant_pages=irrelevant,
         notes=notes,
         missing=missing,
         refined_query=refined or None,

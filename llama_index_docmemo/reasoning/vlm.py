@@ -28,7 +28,7 @@ from llama_index_docmemo.reasoning.prompts import (
     to_messages,
 )
 from llama_index_docmemo.reasoning.replies import FeedbackReply, ReplyLimits, feedback_of
-from llama_index_docmemo.steps import Steps, offload, run
+from llama_index_docmemo.step_runtime import Steps, offload, run
 
 if TYPE_CHECKING:
     from llama_index.core.llms import LLM

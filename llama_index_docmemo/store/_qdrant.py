@@ -19,11 +19,11 @@ from typing import Any
 from llama_index_docmemo.errors import NoStoreError, StoreError
 from llama_index_docmemo.faults import fault_point
 from llama_index_docmemo.memory.schema import DocumentSchema
-from llama_index_docmemo.steps import run
+from llama_index_docmemo.step_runtime import run
 from llama_index_docmemo.store import access, ids, scopes
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store.base import PageStore
-from llama_index_docmemo.store.fusion import fuse_branches
+from llama_index_docmemo.store.branch_fusion import fuse_branches
 from llama_index_docmemo.store.layouts import DEFAULT_LAYOUT, MultivectorLayout
 from llama_index_docmemo.store.metadata import index_kind, payload_key
 from llama_index_docmemo.store.migrations import migration_steps

@@ -26,7 +26,7 @@ from tenacity import (
 
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.faults import fault_point
-from llama_index_docmemo.steps import arun
+from llama_index_docmemo.step_runtime import arun
 from llama_index_docmemo.store import access
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store._qdrant import QdrantLayoutStore

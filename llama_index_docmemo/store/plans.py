@@ -2,7 +2,7 @@
 
 A plan has a dense branch (first-stage HNSW candidates reranked by MaxSim on the original
 multivector) and, for a store with lexical vectors, a lexical branch of the same depth. Both
-branches go to Qdrant in one batched request; :mod:`.fusion` merges their answers.
+branches go to Qdrant in one batched request; :mod:`.branch_fusion` merges their answers.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 and ``write_document`` (the store's crash-safe upsert) take and return plain picklable data, so
 an executor may run them in this process (:class:`~.executors.SerialExecutor`) or spread them
 over a cluster (:class:`llama_index_docmemo.distributed.RayExecutor`) with the same result.
-Every stage's seconds are recorded with the document (see :data:`.report.STAGES`).
+Every stage's seconds are recorded with the document (see :data:`.index_report.STAGES`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 
 from llama_index_docmemo.errors import DocumentRejectedError, IngestError
 from llama_index_docmemo.faults import fault_point
-from llama_index_docmemo.indexing.report import STAGES
+from llama_index_docmemo.indexing.index_report import STAGES
 from llama_index_docmemo.ingest.files import regular_file_problem
 from llama_index_docmemo.ingest.ocr import OcrEngine
 from llama_index_docmemo.ingest.parsed import ParsedDocument

@@ -11,20 +11,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal, TypeVar
 
+from llama_index_docmemo.memory.belief import normalise_scores
+
 K = TypeVar("K")
 FusionRule = Literal["max", "sum"]
 
 
 def unit_scores(scores: Mapping[K, float]) -> dict[K, float]:
-    """Scores divided by the best one (or min-max scaled when any is negative); best -> 1."""
-    if not scores:
-        return {}
-    values = list(scores.values())
-    low, high = min(values), max(values)
-    if low >= 0 and high > 0:
-        return {k: v / high for k, v in scores.items()}
-    span = high - low
-    return {k: (1.0 if span == 0 else (v - low) / span) for k, v in scores.items()}
+    """A ranking's scores in [0, 1], best -> 1, by the loop's own rule for retrieval scores
+    (:func:`~llama_index_docmemo.memory.belief.normalise_scores`), so both scales agree."""
+    return dict(zip(scores, normalise_scores(list(scores.values())).tolist(), strict=True))
 
 
 def fuse_rankings(

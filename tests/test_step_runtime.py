@@ -1,4 +1,4 @@
-"""The two drivers of ``steps.py``, and steps ``within`` a deadline on both."""
+"""The two drivers of ``step_runtime.py``, and steps ``within`` a deadline on both."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from llama_index_docmemo.errors import DeadlineExceeded
-from llama_index_docmemo.steps import Call, arun, either, offload, parallel, run, within
+from llama_index_docmemo.step_runtime import Call, arun, either, offload, parallel, run, within
 
 WHO: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
 

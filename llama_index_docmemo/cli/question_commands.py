@@ -80,7 +80,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
                 PageFilter(tenant=scope.tenant, acl_groups=scope.acl_groups)
             )
             raise DocMemoError(
-                f"no pages visible in {args.url or args.store or options.DEFAULT_STORE} for this "
+                f"no pages visible in {args.url or options.store_path(args)} for this "
                 f"scope (--doc {args.doc}, --tenant {args.tenant}, --acl-group {args.acl_group}); "
                 f"documents you may read there: {', '.join(d.doc_id for d in visible) or 'none'}"
             )

@@ -177,12 +177,14 @@ def index_layouts(sources: list[str], method: str) -> list[str]:
 
 
 def cmd_where(args: argparse.Namespace) -> int:
-    """The default folders: of ``DocMemoIndex.from_documents(store=None)``, of ``--store``,
-    and of rendered pages and crops."""
+    """The default folders: of the store (``DocMemoIndex.from_documents(store=None)`` and
+    ``--store``) and of rendered pages and crops."""
     from llama_index_docmemo.paths import default_cache_dir, default_store_dir
 
-    print(f"DocMemoIndex store (store=None; $DOCMEMO_STORE_DIR): {default_store_dir()}")
-    print(f"docmemo --store default ($DOCMEMO_STORE): {options.DEFAULT_STORE.absolute()}")
+    print(
+        "store (DocMemoIndex store=None, docmemo --store; $DOCMEMO_STORE_DIR): "
+        f"{default_store_dir().absolute()}"
+    )
     print(f"cache of page images and crops ($DOCMEMO_CACHE_DIR): {default_cache_dir()}")
     return 0
 
