@@ -18,9 +18,11 @@ from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.demo.document import DEMO_QUESTIONS, write_demo_pdf
 from llama_index_docmemo.evaluation.setup import open_eval_store
 from llama_index_docmemo.evidence.pages import OUTLINE
+from llama_index_docmemo.ingest.ocr import find_tessdata
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
 from llama_index_docmemo.reasoning.base import Feedback, Reasoner, ReasoningInput
 from llama_index_docmemo.types import EvidenceNote
+from tests.ingest_samples import make_scanned_slides
 
 CITATION_KEYS = {"text", "doc_id", "page", "bbox", "quote", "verified", "how", "kind", "box_from"}
 NORDIC = DEMO_QUESTIONS[1]  # "How many employees were in the Nordic region at the end of 2024?"
@@ -173,3 +175,17 @@ def test_the_async_path_gives_the_same_citations(store) -> None:
     sync = engine(store, answer).query(NORDIC.question).metadata["docmemo"]["citations"]
     response = asyncio.run(engine(store, answer).aquery(NORDIC.question))
     assert response.metadata["docmemo"]["citations"] == sync and sync[0]["bbox"]
+
+
+@pytest.mark.skipif(find_tessdata() is None, reason="Tesseract language data is not installed")
+def test_a_figure_on_an_ocr_page_is_boxed_from_the_ocr_words(tmp_path: Path) -> None:
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    make_scanned_slides(docs / "deck.pdf", ["Units sold 4,212", "Plan for next year"])
+    assert main(["index", str(docs), "--store", str(tmp_path / "store"), "--quiet"]) == 0
+    response = engine(tmp_path / "store", "They sold 4,212 units.").query("How many units sold?")
+    (citation,) = response.metadata["docmemo"]["citations"]
+    assert (citation["page"], citation["verified"], citation["how"]) == (1, True, "ocr_text")
+    assert citation["box_from"] == "ocr_words"
+    x0, y0, x1, y1 = citation["bbox"]  # the slide writes it at x 60, baseline 120, 36 pt
+    assert 60 < x0 < x1 < 720 and 70 < y0 < y1 < 140

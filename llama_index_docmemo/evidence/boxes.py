@@ -1,11 +1,13 @@
-"""Where on the page a citation stands: its box from the PDF's text layer (PyMuPDF ``search_for``).
+"""Where on the page a citation stands: its box from the PDF's text layer (PyMuPDF ``search_for``),
+or from the OCR word boxes of a page without one.
 
 A figure's box is the place where the page writes it (``stated``), inside its quote's box when
 the page writes the figure several times; a fact's box covers its quote (the union of the quote's
 line boxes). Boxes are in PDF points, [x0, y0, x1, y1] with the origin at the top left (PyMuPDF's,
-and the crops'). A page without a text layer (OCR'd) has no place to search: its citation keeps
-the box of the crop it was read in, or None. Opening the PDF is blocking I/O: the loop runs
-:func:`locate_boxes` on its CPU executor.
+and the crops'). A page read by OCR is OCR'd again for its word boxes (Tesseract inside MuPDF,
+about half a second a page; only pages with a verified citation): without Tesseract its
+citations have no box. Opening the PDF and OCR are blocking: the loop runs :func:`locate_boxes`
+on its CPU executor.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 import pymupdf
 
 from llama_index_docmemo.errors import DocMemoError
+from llama_index_docmemo.ingest.ocr import OcrUnavailableError, TesseractOcr
 from llama_index_docmemo.ingest.pdf import RENDER_ERRORS, open_pdf
 
 logger = logging.getLogger(__name__)
@@ -32,16 +35,17 @@ class BoxRequest:
     page: int
     stated: str
     quote: str = ""
+    ocr: bool = False  # search the page's OCR words, not its text layer
 
 
-def _search(page: pymupdf.Page, text: str) -> list[pymupdf.Rect]:
+def _search(page: pymupdf.Page, text: str, textpage: pymupdf.TextPage | None) -> list[pymupdf.Rect]:
     """The line boxes of ``text`` on the page (a long text by its first words when whole fails)."""
     text = " ".join(text.split())
     if not text:
         return []
-    hits = page.search_for(text)
+    hits = page.search_for(text, textpage=textpage)
     if not hits and len(text) > _SEARCH_CHARS:
-        hits = page.search_for(text[:_SEARCH_CHARS].rsplit(" ", 1)[0])
+        hits = page.search_for(text[:_SEARCH_CHARS].rsplit(" ", 1)[0], textpage=textpage)
     return list(hits)
 
 
@@ -52,12 +56,15 @@ def _union(rects: Sequence[pymupdf.Rect]) -> pymupdf.Rect:
     return box
 
 
-def box_on_page(page: pymupdf.Page, request: BoxRequest) -> list[float] | None:
-    """The box of one request on an open page, or None when the text layer does not hold it."""
-    quote_rects = _search(page, request.quote) if request.quote else []
+def box_on_page(
+    page: pymupdf.Page, request: BoxRequest, textpage: pymupdf.TextPage | None = None
+) -> list[float] | None:
+    """The box of one request on an open page (in ``textpage``, its OCR words, when given), or
+    None when the page's text does not hold it."""
+    quote_rects = _search(page, request.quote, textpage) if request.quote else []
     if request.stated == request.quote:
         return _rounded(_union(quote_rects)) if quote_rects else None
-    hits = _search(page, request.stated)
+    hits = _search(page, request.stated, textpage)
     if not hits:
         return None
     inside = [h for q in quote_rects for h in hits if q.intersects(h)]
@@ -70,17 +77,36 @@ def _rounded(rect: pymupdf.Rect) -> list[float]:
 
 def locate_boxes(requests: Sequence[BoxRequest]) -> list[list[float] | None]:
     """The box of each request (None where the page cannot be opened or does not hold it); each
-    PDF is opened once."""
+    PDF is opened once, each OCR'd page OCR'd once."""
     out: list[list[float] | None] = [None] * len(requests)
     by_source: dict[str, list[int]] = {}
     for n, request in enumerate(requests):
         by_source.setdefault(request.source, []).append(n)
+    ocr = _ocr_engine() if any(r.ocr for r in requests) else None
     for source, numbers in by_source.items():
         try:
             with open_pdf(source) as pdf:
+                textpages: dict[int, pymupdf.TextPage] = {}
                 for n in numbers:
-                    if 1 <= requests[n].page <= pdf.page_count:
-                        out[n] = box_on_page(pdf[requests[n].page - 1], requests[n])
+                    request = requests[n]
+                    if not 1 <= request.page <= pdf.page_count or (request.ocr and ocr is None):
+                        continue
+                    page = pdf[request.page - 1]
+                    textpage = None
+                    if request.ocr and ocr is not None:
+                        if request.page not in textpages:
+                            textpages[request.page] = ocr.textpage(page)
+                        textpage = textpages[request.page]
+                    out[n] = box_on_page(page, request, textpage)
         except (DocMemoError, OSError, ValueError, *RENDER_ERRORS) as exc:
             logger.warning("no citation boxes from %s: %s", source, exc)
     return out
+
+
+def _ocr_engine() -> TesseractOcr | None:
+    """Tesseract for the OCR word boxes, or None (logged) when its language data is missing."""
+    try:
+        return TesseractOcr()
+    except OcrUnavailableError as exc:
+        logger.warning("no boxes on OCR'd pages: %s", exc)
+        return None

@@ -67,7 +67,7 @@ class Citation(BaseModel):
     quote: str = ""
     verified: bool
     how: How
-    box_from: Literal["search_for", "crop"] | None = None
+    box_from: Literal["search_for", "ocr_words", "crop"] | None = None
     start: int | None = None
     end: int | None = None
     stated: str = ""

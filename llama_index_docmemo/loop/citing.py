@@ -77,19 +77,23 @@ def boxed_citations(
     sources: Mapping[PageRef, str],
 ) -> list[Citation]:
     """:func:`~llama_index_docmemo.evidence.citations.cite`, then the box of each verified
-    text-layer citation from its page's PDF (``sources``; a PDF no longer on disk gives no box):
+    citation found in a page's text layer or OCR text, from its page's PDF (``sources``; a PDF no longer on disk gives no box):
     CPU work and file reads, run on the loop's CPU executor."""
     citations = cite(answer, pages, notes, evidence, claims=claims)
     numbers, requests = [], []
     for n, c in enumerate(citations):
         ref = c.ref
         source = sources.get(ref) if ref else None
-        if ref and c.verified and c.how == "text_layer" and source and Path(source).is_file():
+        searchable = c.how in ("text_layer", "ocr_text")
+        if ref and c.verified and searchable and source and Path(source).is_file():
             numbers.append(n)
-            requests.append(BoxRequest(source, ref.page, c.stated, c.quote))
-    for n, box in zip(numbers, locate_boxes(requests) if requests else [], strict=True):
+            ocr = c.how == "ocr_text"
+            requests.append(BoxRequest(source, ref.page, c.stated, c.quote, ocr=ocr))
+    boxes = locate_boxes(requests) if requests else []
+    for n, request, box in zip(numbers, requests, boxes, strict=True):
         if box is not None:
-            citations[n] = citations[n].model_copy(update={"bbox": box, "box_from": "search_for"})
+            found = "ocr_words" if request.ocr else "search_for"
+            citations[n] = citations[n].model_copy(update={"bbox": box, "box_from": found})
     return citations
 
 
