@@ -37,6 +37,9 @@ ABSTAINS_FROM = ("answered", "need_more")
 """Statuses the abstention rule applies to: an answer, and the best guess of a loop that ran out
 of rounds (an "unanswerable" verdict already is "not found")."""
 CANDIDATES = 3
+OCR_BOX_PAGES = 3
+"""OCR'd pages an answer's boxes are looked for on (each is OCR'd again, about half a second): the
+answer's figures and names come first, then the quoted facts."""
 """Best candidate pages an abstention names."""
 NODE_KEYS = ("docmemo_quote", "docmemo_quote_start", "docmemo_quote_end", "docmemo_bbox")
 """Source-node metadata keys of the first verified citation of the page (hidden from prompts)."""
@@ -77,17 +80,23 @@ def boxed_citations(
     sources: Mapping[PageRef, str],
 ) -> list[Citation]:
     """:func:`~llama_index_docmemo.evidence.citations.cite`, then the box of each verified
-    citation found in a page's text layer or OCR text, from its page's PDF (``sources``; a PDF no longer on disk gives no box):
-    CPU work and file reads, run on the loop's CPU executor."""
+    citation found in a page's text layer or OCR text (on at most ``OCR_BOX_PAGES`` OCR'd pages),
+    from its page's PDF (``sources``; a PDF no longer on disk gives no box): CPU work and file
+    reads, run on the loop's CPU executor."""
     citations = cite(answer, pages, notes, evidence, claims=claims)
     numbers, requests = [], []
+    ocr_pages: set[PageRef] = set()
     for n, c in enumerate(citations):
         ref = c.ref
         source = sources.get(ref) if ref else None
-        searchable = c.how in ("text_layer", "ocr_text")
+        ocr = c.how == "ocr_text"
+        if ocr and ref not in ocr_pages and len(ocr_pages) >= OCR_BOX_PAGES:
+            continue
+        searchable = c.how == "text_layer" or ocr
         if ref and c.verified and searchable and source and Path(source).is_file():
             numbers.append(n)
-            ocr = c.how == "ocr_text"
+            if ocr:
+                ocr_pages.add(ref)
             requests.append(BoxRequest(source, ref.page, c.stated, c.quote, ocr=ocr))
     boxes = locate_boxes(requests) if requests else []
     for n, request, box in zip(numbers, requests, boxes, strict=True):
