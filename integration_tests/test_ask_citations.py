@@ -181,11 +181,14 @@ def test_the_async_path_gives_the_same_citations(store) -> None:
 def test_a_figure_on_an_ocr_page_is_boxed_from_the_ocr_words(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()
-    make_scanned_slides(docs / "deck.pdf", ["Units sold 4,212", "Plan for next year"])
+    make_scanned_slides(docs / "deck.pdf", ["Units sold 4,212 in 2019", "Plan for next year"])
     assert main(["index", str(docs), "--store", str(tmp_path / "store"), "--quiet"]) == 0
-    response = engine(tmp_path / "store", "They sold 4,212 units.").query("How many units sold?")
-    (citation,) = response.metadata["docmemo"]["citations"]
-    assert (citation["page"], citation["verified"], citation["how"]) == (1, True, "ocr_text")
-    assert citation["box_from"] == "ocr_words"
-    x0, y0, x1, y1 = citation["bbox"]  # the slide writes it at x 60, baseline 120, 36 pt
-    assert 60 < x0 < x1 < 720 and 70 < y0 < y1 < 140
+    answer = "They sold 4,212 units in 2019."  # two boxes on one OCR'd page
+    response = engine(tmp_path / "store", answer).query("How many units sold?")
+    units, year = response.metadata["docmemo"]["citations"]
+    for citation in (units, year):
+        assert (citation["page"], citation["verified"], citation["how"]) == (1, True, "ocr_text")
+        assert citation["box_from"] == "ocr_words"
+        x0, y0, x1, y1 = citation["bbox"]  # the slide writes it at x 60, baseline 120, 36 pt
+        assert 60 < x0 < x1 < 720 and 70 < y0 < y1 < 140
+    assert units["bbox"][2] < year["bbox"][0]  # "4,212" stands left of "2019"

@@ -86,12 +86,16 @@ def locate_boxes(requests: Sequence[BoxRequest]) -> list[list[float] | None]:
     for source, numbers in by_source.items():
         try:
             with open_pdf(source) as pdf:
+                # an OCR text layer refers to its page object weakly: the pages are kept open
+                pages: dict[int, pymupdf.Page] = {}
                 textpages: dict[int, pymupdf.TextPage] = {}
                 for n in numbers:
                     request = requests[n]
                     if not 1 <= request.page <= pdf.page_count or (request.ocr and ocr is None):
                         continue
-                    page = pdf[request.page - 1]
+                    if request.page not in pages:
+                        pages[request.page] = pdf[request.page - 1]
+                    page = pages[request.page]
                     textpage = None
                     if request.ocr and ocr is not None:
                         if request.page not in textpages:
