@@ -184,7 +184,9 @@ def test_a_figure_on_an_ocr_page_is_boxed_from_the_ocr_words(tmp_path: Path) -> 
     make_scanned_slides(docs / "deck.pdf", ["Units sold 4,212 in 2019", "Plan for next year"])
     assert main(["index", str(docs), "--store", str(tmp_path / "store"), "--quiet"]) == 0
     answer = "They sold 4,212 units in 2019."  # two boxes on one OCR'd page
-    response = engine(tmp_path / "store", answer).query("How many units sold?")
+    plain = engine(tmp_path / "store", answer).query("How many units sold?")
+    assert [c["bbox"] for c in plain.metadata["docmemo"]["citations"]] == [None, None]  # default
+    response = engine(tmp_path / "store", answer, ocr_boxes=True).query("How many units sold?")
     units, year = response.metadata["docmemo"]["citations"]
     for citation in (units, year):
         assert (citation["page"], citation["verified"], citation["how"]) == (1, True, "ocr_text")

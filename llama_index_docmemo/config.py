@@ -163,9 +163,15 @@ class AnswerSettings(_Settings):
             "off", "unverified" (no verified citation), "low_belief" (cited pages' belief under
             ``abstain_min_belief``), "unverified_or_low_belief".
         abstain_min_belief: the posterior-mean belief a cited page needs (``low_belief``).
+        ocr_boxes: box citations on pages read by OCR from their OCR word boxes. Each such page
+            is OCR'd again (at most three an answer, after the loop, outside ``max_seconds``):
+            measured with the offline reader on MMLongBench-Doc's tuning half, 18-25 s without
+            and 188-210 s with (docs/python.md), so off by default; ``docmemo ask --html`` turns
+            it on. Off: those citations keep a crop's box or none.
     """
 
     citation_markers: bool = False
+    ocr_boxes: bool = False
     abstain: AbstainRule = "off"
     abstain_min_belief: float = Field(0.6, ge=0.0, le=1.0)
 

@@ -88,7 +88,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
             store=store,
             encoder=encoder,
             llm=options.llm_from_args(args),
-            config=options.config(args),
+            config=options.config(args).updated(ocr_boxes=bool(args.html)),
             page_filter=scope,
             images=options.images(args),
         )

@@ -78,9 +78,10 @@ def boxed_citations(
     evidence: Sequence[PageRef],
     claims: bool,
     sources: Mapping[PageRef, str],
+    ocr_pages_max: int = OCR_BOX_PAGES,
 ) -> list[Citation]:
     """:func:`~llama_index_docmemo.evidence.citations.cite`, then the box of each verified
-    citation found in a page's text layer or OCR text (on at most ``OCR_BOX_PAGES`` OCR'd pages),
+    citation found in a page's text layer or OCR text (on at most ``ocr_pages_max`` OCR'd pages),
     from its page's PDF (``sources``; a PDF no longer on disk gives no box): CPU work and file
     reads, run on the loop's CPU executor."""
     citations = cite(answer, pages, notes, evidence, claims=claims)
@@ -90,7 +91,7 @@ def boxed_citations(
         ref = c.ref
         source = sources.get(ref) if ref else None
         ocr = c.how == "ocr_text"
-        if ocr and ref not in ocr_pages and len(ocr_pages) >= OCR_BOX_PAGES:
+        if ocr and ref not in ocr_pages and len(ocr_pages) >= ocr_pages_max:
             continue
         searchable = c.how == "text_layer" or ocr
         if ref and c.verified and searchable and source and Path(source).is_file():
@@ -125,6 +126,7 @@ def cited_answer(
         list(evidence),
         status == "answered",
         sources,
+        OCR_BOX_PAGES if state.config.answer.ocr_boxes else 0,
     )
     if status not in ABSTAINS_FROM:
         return CitedAnswer(status, answer, citations)
