@@ -129,8 +129,16 @@ def test_simulated_eval_end_to_end_and_resume(dataset: Path, tmp_path: Path) -> 
     for name in ("docmemo", "static-paged", "neighbours", "no_belief", "llamaindex-topk"):
         assert engines[name]["pages_read"] == pytest.approx(6.0), name
     assert engines["static@2"]["pages_read"] == pytest.approx(2.0)
-    # static@6 is static-paged without its reading between rounds: the same pages, fixed budget
-    assert engines["static@6"]["curve"] == engines["static-paged"]["curve"]
+    # static@6 is static-paged without its reading between rounds: the same pages, fixed budget,
+    # in one request instead of one a round
+    cost = ("requests", "tokens")
+    one, paged = engines["static@6"]["curve"], engines["static-paged"]["curve"]
+    assert [{k: v for k, v in c.items() if k not in cost} for c in one] == [
+        {k: v for k, v in c.items() if k not in cost} for c in paged
+    ]
+    assert [c["requests"] for c in one] == [1.0, 1.0, 1.0]
+    assert [c["requests"] for c in paged] == [1.0, 2.0, 3.0]
+    assert engines["static@6"]["cost"]["tokens"] < engines["static-paged"]["cost"]["tokens"]
     # every page has a text layer: the store's text (OCR where needed) finds what the PDF's does
     assert engines["llamaindex-topk-ocr"]["curve"] == engines["llamaindex-topk"]["curve"]
     # a perfect reader (fn=fp=0) is measured as such

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from llama_index_docmemo.evidence.abstention import AbstainRule
 
@@ -30,6 +30,11 @@ class LoopSettings(_Settings):
     Args:
         rounds: maximum retrieve -> read -> update rounds (T).
         pages_per_round: pages read per round (k).
+        pages_schedule: pages read in round 1, 2, ... (the last value repeats); empty:
+            ``pages_per_round`` every round. Smaller later rounds let a stop come sooner
+            after the evidence is found.
+        answer_needs_evidence: an "answered" ends the reading only once the reader has labelled
+            some page useful (an answer from no evidence is not trusted before the last round).
         static: one round of plain top-k (the baseline).
         use_schema / use_belief / use_episodic: the three memories.
         bayesian_update: apply the reader's labels to the beliefs.
@@ -43,6 +48,8 @@ class LoopSettings(_Settings):
 
     rounds: int = Field(3, ge=1, le=10)
     pages_per_round: int = Field(5, ge=1, le=50)
+    pages_schedule: tuple[int, ...] = ()
+    answer_needs_evidence: bool = False
     static: bool = False
     use_schema: bool = True
     use_belief: bool = True
@@ -54,9 +61,27 @@ class LoopSettings(_Settings):
     min_rounds_before_unanswerable: int = Field(2, ge=1)
     max_label_changes_per_round: int = Field(20, ge=1)
 
+    @field_validator("pages_schedule")
+    @classmethod
+    def _check_pages_schedule(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if any(not 1 <= pages <= 50 for pages in value):
+            raise ValueError(f"pages_schedule values must be in [1, 50], got {list(value)}")
+        return value
+
     @property
     def effective_rounds(self) -> int:
         return 1 if self.static else self.rounds
+
+    def pages_at(self, round_: int) -> int:
+        """Pages read in a 1-based round: the schedule's (its last value repeats), else k."""
+        schedule = self.pages_schedule
+        if not schedule:
+            return self.pages_per_round
+        return schedule[min(round_ - 1, len(schedule) - 1)]
+
+    def round_pages(self) -> list[int]:
+        """Pages read in each round when no stop comes first (its sum is the page budget)."""
+        return [self.pages_at(r) for r in range(1, self.effective_rounds + 1)]
 
 
 class SelectionSettings(_Settings):
@@ -106,7 +131,8 @@ class SelectionSettings(_Settings):
 class LeverSettings(_Settings):
     """Retrieval levers that use the document's structure and the question's own references
     (docs/evaluation.md, "Levers"): on by default, the combination that won on the tuning half of
-    MMLongBench-Doc. None of them changes round 1.
+    MMLongBench-Doc. Only ``statement_first_round=1`` changes round 1 (and with it the
+    first-round ranking every baseline of the evaluation reads).
 
     Args:
         question_reference_weight: alpha given before round 1 to the pages the question names
@@ -116,6 +142,7 @@ class LeverSettings(_Settings):
         statement_weight: from round 2, for a question naming a financial metric (ROE, DPO,
             margin, cash flow...), also search the headings of the primary statements its
             inputs come from and fuse with this weight (0: off).
+        statement_first_round: the first round whose candidates fuse the statement searches.
         fusion_rule: "max" or "sum" of the weighted unit-scaled rankings.
     """
 
@@ -123,6 +150,7 @@ class LeverSettings(_Settings):
     reference_weight: float = Field(2.0, ge=0.0)
     continuation_weight: float | None = Field(None, ge=0.0)
     statement_weight: float = Field(0.7, ge=0.0)
+    statement_first_round: int = Field(2, ge=1)
     fusion_rule: Literal["max", "sum"] = "max"
 
     @property

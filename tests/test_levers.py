@@ -64,7 +64,6 @@ def test_defaults_are_the_tuned_combination_and_paper_turns_it_off() -> None:
         "feedback_search",
         "later_candidates",
         "schema_field_weight",
-        "pages_schedule",
         "prior_calibration",
         "prior_strength",
         "subqueries",

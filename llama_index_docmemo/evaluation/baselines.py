@@ -2,7 +2,7 @@
 
 - ``docmemo`` and its ablations: :class:`DocMemoQueryEngine` with a :class:`DocMemoConfig`.
 - ``static@K``: the first K pages of the first-round ranking, read in one round (no stop).
-- ``static-paged``: the same ranking read k new pages a round, with the same stop rule as DocMemo.
+- ``static-paged``: the same ranking read in DocMemo's round sizes, with the same stop rule as DocMemo.
 - ``neighbours``: pages within +-2 of each page judged useful, the rest from the ranking, same stop.
 - ``llamaindex-topk`` / ``llamaindex-vector`` (and ``-ocr``, over the store's OCR'd page text):
   stock LlamaIndex pipelines over chunks (:mod:`.llamaindex_pipeline`).
@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,7 +31,10 @@ from llama_index_docmemo.evaluation.datasets import QAItem
 from llama_index_docmemo.evaluation.metrics import QuestionRun
 from llama_index_docmemo.evaluation.orders import next_in_ranking, next_neighbours
 from llama_index_docmemo.events import counting_llm_calls
+from llama_index_docmemo.levers.rounds import RoundLevers
+from llama_index_docmemo.loop.trust import trusts_answer
 from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
+from llama_index_docmemo.step_runtime import run as run_steps
 from llama_index_docmemo.store.base import PageStore
 from llama_index_docmemo.trace import QueryTrace
 from llama_index_docmemo.types import PageFilter, PageRecord, PageRef
@@ -149,7 +152,9 @@ class DocMemoEvalEngine(EvalEngine):
 
 
 class FirstRoundRanking:
-    """The store's candidates for a question in its document, best first, as DocMemo's round 1 sees them.
+    """The candidates for a question in its document, best first, as DocMemo's round 1 sees them:
+    the levers' round-1 candidates (:meth:`RoundLevers.candidates`), so a lever that fuses
+    searches into round 1 changes every baseline's ranking too.
 
     Ties in score are broken by (document, page), as the retriever does.
     """
@@ -161,12 +166,12 @@ class FirstRoundRanking:
 
     def records(self, item: QAItem, depth: int) -> list[PageRecord]:
         """At least ``config.selection.candidates`` and up to ``depth`` pages of the ranking."""
-        hits = self.store.search(
-            self.encoder.encode_query(item.question),
-            limit=max(self.config.selection.candidates, depth),
-            page_filter=PageFilter(doc_ids=(item.doc,)),
-            prefetch_limit=self.config.selection.prefetch,
-        )
+        selection = self.config.selection
+        wide = selection.model_copy(update={"candidates": max(selection.candidates, depth)})
+        levers = RoundLevers(self.store, self.encoder, self.config.levers, wide)
+        query = self.encoder.encode_query(item.question)
+        scope = PageFilter(doc_ids=(item.doc,))
+        hits = run_steps(levers.candidates(1, item.question, query, scope, {}))
         hits = sorted(hits, key=lambda h: (-h.score, h.record.doc_id, h.record.page))
         return [h.record for h in hits]
 
@@ -197,9 +202,10 @@ class _Reading:
 class RankingEngine(EvalEngine):
     """Reads the first-round ranking in rounds, choosing each round's pages by a policy.
 
-    ``static@K`` is one round of K pages; ``static-paged`` and ``neighbours`` read ``k`` pages a round
-    for up to ``rounds`` rounds and stop, like DocMemo, when the reader's status is "answered"
-    (or "unanswerable" once ``min_rounds_before_unanswerable`` rounds have been read).
+    ``static@K`` is one round of K pages; ``static-paged`` and ``neighbours`` read DocMemo's
+    round sizes (``round_pages``) and stop by DocMemo's rule: when the reader's status is
+    "answered" (trusted as :func:`~llama_index_docmemo.loop.trust.trusts_answer` says) or
+    "unanswerable" once ``min_rounds_before_unanswerable`` rounds have been read.
     """
 
     def __init__(
@@ -207,18 +213,17 @@ class RankingEngine(EvalEngine):
         name: str,
         ranking: FirstRoundRanking,
         *,
-        pages_per_round: int,
-        rounds: int,
+        round_pages: Sequence[int],
         follow_neighbours: bool = False,
     ) -> None:
+        if not round_pages:
+            raise ValueError(f"engine {name!r} needs at least one round")
         self.name = name
         self.ranking = ranking
-        self.pages_per_round = pages_per_round
-        self.rounds = rounds
+        self.round_pages = list(round_pages)
         self.follow_neighbours = follow_neighbours
 
-    def _next(self, item: QAItem, state: _Reading, order: list[PageRef]) -> list[PageRef]:
-        k = self.pages_per_round
+    def _next(self, item: QAItem, state: _Reading, order: list[PageRef], k: int) -> list[PageRef]:
         if not self.follow_neighbours:
             return next_in_ranking(order, state.read, k)
         n_pages = {item.doc: self.ranking.n_pages(item.doc)}
@@ -233,18 +238,18 @@ class RankingEngine(EvalEngine):
 
     def run(self, item: QAItem, reasoner: Reasoner) -> EngineOutput:
         start = time.perf_counter()
-        depth = self.pages_per_round * self.rounds
-        ranked = self.ranking.records(item, depth)
+        ranked = self.ranking.records(item, sum(self.round_pages))
         order = [record.ref for record in ranked]
         state = _Reading(records={record.ref: record for record in ranked})
         n_pages = self.ranking.n_pages(item.doc)
-        min_unanswerable = self.ranking.config.loop.min_rounds_before_unanswerable
-        for round_ in range(1, self.rounds + 1):
-            records = self._fetch(item, state, self._next(item, state, order))
+        loop = self.ranking.config.loop
+        rounds = len(self.round_pages)
+        for round_, k in enumerate(self.round_pages, start=1):
+            records = self._fetch(item, state, self._next(item, state, order, k))
             if not records:
                 state.stop_reason = "no_candidates"
                 break
-            final = round_ == self.rounds
+            final = round_ == rounds
             with counting_llm_calls() as tally:
                 feedback = reasoner.reason(
                     ReasoningInput(
@@ -267,11 +272,17 @@ class RankingEngine(EvalEngine):
             ]
             state.answer, state.status = feedback.answer, feedback.status
             if final:
-                state.stop_reason = "static" if self.rounds == 1 else "max_rounds"
-            elif feedback.status == "answered":
+                state.stop_reason = "static" if rounds == 1 else "max_rounds"
+            elif trusts_answer(
+                feedback.status,
+                useful_so_far=len(state.useful),
+                needs_evidence=loop.answer_needs_evidence,
+            ):
                 state.stop_reason = "answered"
                 break
-            elif feedback.status == "unanswerable" and round_ >= min_unanswerable:
+            elif (
+                feedback.status == "unanswerable" and round_ >= loop.min_rounds_before_unanswerable
+            ):
                 state.stop_reason = "unanswerable"
                 break
         run = QuestionRun(
@@ -310,18 +321,18 @@ def build_engines(
         data_root: the dataset's ``pdfs/`` folder (the stock LlamaIndex pipelines read the PDFs).
     """
     check_engine_names(names)
-    ranking = FirstRoundRanking(store, encoder, configs.for_engine("docmemo", seed=seed))
+    reference = configs.for_engine("docmemo", seed=seed)
+    ranking = FirstRoundRanking(store, encoder, reference)
     engines: dict[str, EvalEngine] = {}
     for name in dict.fromkeys(names):
         k = static_k(name)
         if k is not None:
-            engines[name] = RankingEngine(name, ranking, pages_per_round=k, rounds=1)
+            engines[name] = RankingEngine(name, ranking, round_pages=[k])
         elif name in RANKING_ENGINES:
             engines[name] = RankingEngine(
                 name,
                 ranking,
-                pages_per_round=configs.pages_per_round,
-                rounds=configs.rounds,
+                round_pages=reference.loop.round_pages(),
                 follow_neighbours=name == "neighbours",
             )
         elif name in STOCK_ENGINES:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from llama_index_docmemo.evaluation import require_eval_extra
 from llama_index_docmemo.evaluation.baselines import ENGINE_NAMES
+from llama_index_docmemo.evaluation.cost import DEFAULT_COST_MODEL
 from llama_index_docmemo.evaluation.datasets import SPLITS
 from llama_index_docmemo.evaluation.stopping import (
     DEFAULT_P_EARLY,
@@ -168,6 +169,12 @@ def eval_parser() -> argparse.ArgumentParser:
         "--judge-url", default=None, help="OpenAI-compatible server of an LLM judge (/v1)"
     )
     p.add_argument("--judge-model", default=None, help="judge model name (default: --llm-model)")
+    p.add_argument(
+        "--cost-model",
+        default=None,
+        help="model whose image tokens price the estimated tokens (default: --llm-model, else "
+        f"{DEFAULT_COST_MODEL})",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
@@ -245,6 +252,7 @@ def run_eval(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
         judge_url=args.judge_url,
         judge_model=args.judge_model or args.llm_model,
+        cost_model=args.cost_model or args.llm_model or DEFAULT_COST_MODEL,
     )
     return run_plan(plan)
 

@@ -38,9 +38,10 @@ class QuestionScores:
 
 
 def question_scores(
-    runs: SeedRuns, engine: str, items: Mapping[str, QAItem], n_pages: int
+    runs: SeedRuns, engine: str, items: Mapping[str, QAItem], n_pages: int | None
 ) -> QuestionScores:
-    """Outcomes after ``n_pages`` pages on the page-scored questions every seed has a run for."""
+    """Outcomes after ``n_pages`` pages (None: at the stop) on the page-scored questions every
+    seed has a run for."""
     seeds = sorted(runs)
     by_seed = [{run.qid: run for run in runs[seed].get(engine, ())} for seed in seeds]
     qids = [
@@ -53,7 +54,8 @@ def question_scores(
     for i, qid in enumerate(qids):
         gold = items[qid].gold
         for j, found in enumerate(by_seed):
-            read = found[qid].first_pages(n_pages)
+            run = found[qid]
+            read = set(run.order) if n_pages is None else run.first_pages(n_pages)
             hit[i, j] = float(all_hit(read, gold))
             recall[i, j] = evidence_recall(read, gold)
             pages[i, j] = len(read)

@@ -36,36 +36,41 @@ def _suffix(report: Mapping[str, Any]) -> str:
 
 
 def curves_figure(report: Mapping[str, Any]) -> Figure:
-    """All-hit (left) and evidence recall (right) against pages read, one line per engine, 95%
-    intervals as error bars; engines are shifted slightly along x so their bars do not overlap."""
+    """Top: all-hit and evidence recall against the reading budget, one line per engine, 95%
+    intervals as error bars (engines shifted slightly along x so their bars do not overlap).
+    Bottom, the accuracy-per-cost curves: all-hit against the pages each engine actually read
+    and against its estimated prompt tokens (an early stop moves a point left)."""
     colormaps = require("matplotlib", extra="eval", feature="evaluation plots").colormaps
-    fig = _figure(13, 4.6)
-    axes = fig.subplots(1, 2)
+    fig = _figure(13, 9.2)
+    axes = fig.subplots(2, 2)
     colours = colormaps["tab20"].colors
     for i, (name, entry) in enumerate(report["engines"].items()):
         points = [c for c in entry["curve"] if c["all_hit"] is not None]
         if not points:
             continue
+        colour = colours[i % len(colours)]
         pages = [c["pages"] + 0.12 * (i - len(report["engines"]) / 2) for c in points]
-        for ax, key in zip(axes, ("all_hit", "recall"), strict=True):
+        for ax, key in zip(axes[0], ("all_hit", "recall"), strict=True):
             values = [c[key] for c in points]
             lows = [v - c[f"{key}_ci"][0] for v, c in zip(values, points, strict=True)]
             highs = [c[f"{key}_ci"][1] - v for v, c in zip(values, points, strict=True)]
             ax.errorbar(
-                pages,
-                values,
-                yerr=[lows, highs],
-                marker="o",
-                capsize=3,
-                color=colours[i % len(colours)],
-                label=name,
+                pages, values, yerr=[lows, highs], marker="o", capsize=3, color=colour, label=name
             )
-    for ax, title in zip(axes, ("All-hit rate", "Evidence recall"), strict=True):
-        ax.set_xlabel("pages read")
+        for ax, key in zip(axes[1], ("pages_read", "tokens"), strict=True):
+            ax.plot(
+                [c[key] for c in points], [c["all_hit"] for c in points], marker="o", color=colour
+            )
+    titles = ("All-hit rate", "Evidence recall", "All-hit per pages read", "All-hit per token")
+    xlabels = ("reading budget (pages)", "reading budget (pages)", "pages read (mean)")
+    estimate = report.get("token_estimate", {})
+    xlabels += (f"estimated prompt tokens (mean; {estimate.get('source', 'estimate')})",)
+    for ax, title, xlabel in zip(axes.flat, titles, xlabels, strict=True):
+        ax.set_xlabel(xlabel)
         ax.set_title(title)
         ax.set_ylim(0, 1)
         ax.grid(alpha=0.3)
-    axes[1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    axes[0][1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
     stop = report.get("stop", {}).get("label", "")
     fig.suptitle(
         f"{report['dataset']} ({report.get('split', 'all')} split, {stop}){_suffix(report)}"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llama_index_docmemo.evaluation.configs import EngineConfigs
+from llama_index_docmemo.evaluation.cost import DEFAULT_COST_MODEL, token_estimate
 from llama_index_docmemo.evaluation.datasets import EvalDataset
 from llama_index_docmemo.evaluation.metrics import QuestionRun
 from llama_index_docmemo.evaluation.stopping import StopRule
@@ -48,6 +49,7 @@ class EvalPlan:
     progress: bool = True
     judge_url: str | None = None
     judge_model: str | None = None
+    cost_model: str = DEFAULT_COST_MODEL
 
     @property
     def simulated(self) -> bool:
@@ -161,6 +163,7 @@ def run_plan(plan: EvalPlan) -> int:
             settings=plan.settings(),
             judge_accuracy=_judge(plan, runs),
             judge=plan.judge_model,
+            estimate=token_estimate(plan.cost_model),
         )
         write_plots(report, out)
         if plan.reader_map:

@@ -6,7 +6,13 @@ Shape of ``report.json`` (one entry per engine)::
      "engines": {name: {"curve": [{"pages", "all_hit", "all_hit_ci", "recall", "recall_ci", ...}],
                         "paired_vs_docmemo": {"diff", "ci", "docmemo_only", "baseline_only",
                                               "per_budget": [...]},   # non-DocMemo engines
-                        "reader_rates": {"fn", "fp", ...}, "pages_read", "llm_calls", ...}}}
+                        "reader_rates": {"fn", "fp", ...}, "pages_read", "llm_calls", ...,
+                        "cost": {"pages_read", "requests", "llm_calls", "tokens", "all_hit",
+                                 "all_hit_ci"}}},     # at the stop
+     "token_estimate": {"per_page", "per_request", "source"}}
+
+Each curve point also carries the mean ``requests`` and estimated ``tokens`` an engine spent on
+its first n pages: all-hit against pages read and against tokens is the accuracy-per-cost curve.
 """
 
 from __future__ import annotations
@@ -16,10 +22,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from llama_index_docmemo.evaluation.curves import SeedRuns, budgets, curve, paired, reader_rates
+from llama_index_docmemo.evaluation.cost import TokenEstimate, mean_cost, token_estimate
+from llama_index_docmemo.evaluation.curves import (
+    SeedRuns,
+    budgets,
+    curve,
+    paired,
+    question_scores,
+    reader_rates,
+)
 from llama_index_docmemo.evaluation.datasets import QAItem
 from llama_index_docmemo.evaluation.metrics import summarize
-from llama_index_docmemo.evaluation.stats import LEVEL, N_BOOT
+from llama_index_docmemo.evaluation.stats import LEVEL, N_BOOT, bootstrap_ci
 from llama_index_docmemo.evaluation.stopping import stop_label
 
 SIMULATED = "simulated"
@@ -45,6 +59,23 @@ def _rates_entry(runs: Sequence[Any], by_qid: Mapping[str, QAItem]) -> dict[str,
     }
 
 
+def _cost_entry(
+    runs: SeedRuns,
+    name: str,
+    pooled: Sequence[Any],
+    by_qid: Mapping[str, QAItem],
+    estimate: TokenEstimate,
+) -> dict[str, Any]:
+    """Mean cost per question at the stop, with the all-hit it bought (and its interval)."""
+    hit = question_scores(runs, name, by_qid, None).hit.mean(axis=1)
+    cost = mean_cost(pooled, by_qid, estimate)
+    return {
+        **{key: cost[key] for key in ("pages_read", "requests", "llm_calls", "tokens")},
+        "all_hit": float(hit.mean()) if hit.size else None,
+        "all_hit_ci": list(bootstrap_ci(hit)) if hit.size else None,
+    }
+
+
 def build_report(
     *,
     dataset: str,
@@ -52,11 +83,14 @@ def build_report(
     items: Sequence[QAItem],
     runs: SeedRuns,
     settings: Mapping[str, Any],
+    estimate: TokenEstimate | None = None,
 ) -> dict[str, Any]:
     """The report of runs over one or more seeds (``runs[seed][engine]``).
 
-    Accuracy is null for the simulated reasoner (its answers are not real).
+    Accuracy is null for the simulated reasoner (its answers are not real); ``estimate`` prices
+    a reader request in prompt tokens (default: :func:`.cost.token_estimate` for gpt-4o).
     """
+    estimate = estimate or token_estimate()
     by_qid = {item.qid: item for item in items}
     k, rounds = int(settings["k"]), int(settings["rounds"])
     points = budgets(k, rounds)
@@ -76,6 +110,11 @@ def build_report(
         "n_questions": len(items),
         "n_page_scored": sum(1 for item in items if item.scored_on_pages),
         "interval": INTERVAL_NOTE,
+        "token_estimate": {
+            "per_page": estimate.per_page,
+            "per_request": estimate.per_request,
+            "source": estimate.source,
+        },
         "engines": {},
     }
     if reasoner == SIMULATED:
@@ -83,8 +122,12 @@ def build_report(
     for name in engines:
         pooled = [run for seed in sorted(runs) for run in runs[seed].get(name, ())]
         metrics = summarize(pooled, by_qid, n_rounds=rounds, score_answers=reasoner != SIMULATED)
+        points_cost = [mean_cost(pooled, by_qid, estimate, n) for n in points]
         entry: dict[str, Any] = {
-            "curve": curve(runs, name, by_qid, points),
+            "curve": [
+                {**c, "requests": cost["requests"], "tokens": cost["tokens"]}
+                for c, cost in zip(curve(runs, name, by_qid, points), points_cost, strict=True)
+            ],
             "evidence_recall": metrics.evidence_recall,
             "all_hit": metrics.all_hit,
             "pages_read": metrics.pages_read,
@@ -93,6 +136,7 @@ def build_report(
             "seconds_per_question": metrics.seconds_per_question,
             "accuracy": metrics.accuracy,
             "reader_rates": _rates_entry(pooled, by_qid),
+            "cost": _cost_entry(runs, name, pooled, by_qid, estimate),
         }
         if name != REFERENCE and REFERENCE in engines:
             per_budget = [paired(runs, name, by_qid, n) for n in points]
@@ -126,6 +170,30 @@ def _ci(interval: Sequence[float] | None) -> str:
 
 def _signed(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:+.1f}"
+
+
+def _cost_lines(report: Mapping[str, Any], label: str) -> list[str]:
+    """Cost per question at the stop and the all-hit it bought (the accuracy-per-cost view)."""
+    estimate = report["token_estimate"]
+    lines = [
+        f"## Cost per question at the stop{label}",
+        "",
+        "Means over the page-scored questions. Requests: rounds that showed the reader pages (one "
+        "reader request each); LLM calls: measured (0 when no LLM reads); tokens: estimated "
+        f"prompt tokens, {estimate['per_request']} a request + {estimate['per_page']} a page shown "
+        f"({estimate['source']}). `curves.png` plots all-hit against pages read and tokens.",
+        "",
+        "| engine | pages read | requests | LLM calls | est. tokens | all-hit at the stop |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, e in report["engines"].items():
+        c = e["cost"]
+        lines.append(
+            f"| {name} | {c['pages_read']:.1f} | {c['requests']:.2f} | {c['llm_calls']:.2f} | "
+            f"{c['tokens']:,.0f} | {_pct(c['all_hit'])}{_ci(c['all_hit_ci'])} |"
+        )
+    lines.append("")
+    return lines
 
 
 def render_markdown(report: Mapping[str, Any], *, settings: Mapping[str, Any]) -> str:
@@ -217,6 +285,7 @@ def render_markdown(report: Mapping[str, Any], *, settings: Mapping[str, Any]) -
             f"{_pct(rates['fp'])} |"
         )
     lines.append("")
+    lines += _cost_lines(report, label)
     if settings.get("config"):
         lines += [f"DocMemo overrides: `{json.dumps(settings['config'])}`", ""]
     return "\n".join(lines)
@@ -232,6 +301,7 @@ def write_report(
     settings: Mapping[str, Any],
     judge_accuracy: Mapping[str, float] | None = None,
     judge: str | None = None,
+    estimate: TokenEstimate | None = None,
 ) -> dict[str, Any]:
     """Write ``report.json`` and ``report.md`` into ``out_dir``; returns the report.
 
@@ -241,7 +311,12 @@ def write_report(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     report = build_report(
-        dataset=dataset, reasoner=reasoner, items=items, runs=runs, settings=settings
+        dataset=dataset,
+        reasoner=reasoner,
+        items=items,
+        runs=runs,
+        settings=settings,
+        estimate=estimate,
     )
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     markdown = render_markdown(report, settings=settings)

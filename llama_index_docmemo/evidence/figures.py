@@ -202,15 +202,6 @@ class FigureCheck:
     pages: list[tuple[str, int]]
     matches: dict[str, str]  # "doc#page" -> the page's own text of the figure
 
-    def to_json(self) -> dict[str, object]:
-        return {
-            "text": self.text,
-            "kind": self.kind,
-            "found": self.found,
-            "pages": [{"doc": doc, "page": page} for doc, page in self.pages],
-            "matches": self.matches,
-        }
-
 
 def check_figures(answer: str, pages: Iterable[tuple[tuple[str, int], str]]) -> list[FigureCheck]:
     """Each figure of ``answer`` against ``pages`` ((doc, page), text): found where stated."""

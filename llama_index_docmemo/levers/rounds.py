@@ -90,16 +90,17 @@ class RoundLevers:
         scope: PageFilter,
         cache: dict[str, list[PageHit]],
     ) -> Steps[list[PageHit]]:
-        """The round's candidates: the query's own ranking, fused from round 2 on with the
-        rankings of the levers that search. Round 1 is always the plain ranking, so baselines
-        that read the first-round ranking read exactly what DocMemo's round 1 saw.
+        """The round's candidates: the query's own ranking, fused from
+        ``statement_first_round`` (default 2) on with the rankings of the levers that search.
+        The evaluation's first-round ranking is this method's round 1, so baselines read
+        exactly what DocMemo's round 1 saw.
 
         ``cache`` (one per query) keeps the searches that depend on the question only
         (the statements), so rounds 3.. do not repeat them; the async driver runs
         the new ones concurrently."""
         base = yield from self.search(embedding, scope)
         levers = self.levers
-        if round_ < 2 or not levers.searching:
+        if round_ < levers.statement_first_round or not levers.searching:
             return base
         weights = {q: levers.statement_weight for q in statement_queries(question)}
         if not weights:

@@ -45,6 +45,7 @@ from llama_index_docmemo.loop.result import (
     round_trace,
 )
 from llama_index_docmemo.loop.snapshot import QuerySnapshot, RoundSelection
+from llama_index_docmemo.loop.trust import trusts_answer
 from llama_index_docmemo.memory.belief import PageBeliefMemory, normalise_scores
 from llama_index_docmemo.memory.episodic import EpisodicMemory
 from llama_index_docmemo.memory.schema import DocumentSchema, SchemaMemory
@@ -293,8 +294,9 @@ class DocMemoLoop:
         return scores, chosen.pages, k, lam
 
     def _round_budget(self) -> int:
-        """Pages this round reads: ``pages_per_round``, within ``max_pages`` in all."""
-        k = self.config.loop.pages_per_round
+        """Pages this round reads (``pages_schedule`` / ``pages_per_round``), within
+        ``max_pages`` in all."""
+        k = self.config.loop.pages_at(self.round)
         cap = self.config.budget.max_pages
         return k if cap is None else max(0, min(k, cap - len(self.read)))
 
@@ -475,7 +477,8 @@ class DocMemoLoop:
         if loop.static:
             return "static"
         status = feedback.status if feedback else "need_more"
-        if status == "answered":
+        useful = len(self.episodic.useful_pages)
+        if trusts_answer(status, useful_so_far=useful, needs_evidence=loop.answer_needs_evidence):
             return "answered"
         if status == "unanswerable" and self._explored(selection.round):
             return "unanswerable"

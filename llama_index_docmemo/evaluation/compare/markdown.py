@@ -10,10 +10,6 @@ from llama_index_docmemo.evaluation.compare.questions import Question
 from llama_index_docmemo.evaluation.compare.records import AnswerRecord
 
 
-def pct(value: float | None) -> str:
-    return "—" if value is None else f"{100 * value:.0f}%"
-
-
 def interval(est: Mapping[str, Any], scale: float = 100.0, digits: int = 0, unit: str = "") -> str:
     """``mean [low, high]`` of an estimate (``scale`` 100 for shares, 1 for counts)."""
     if est.get("mean") is None:

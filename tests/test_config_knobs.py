@@ -1,0 +1,288 @@
+"""Every ``DocMemoConfig`` knob changes what a query does: one row per knob, two engine runs.
+
+Each row runs the same small query twice over the in-memory doubles, once with a base config and
+once with the knob changed, and compares what can be observed from outside (the trace without
+timings, what the reader was shown, what the store was asked). A knob the code stops reading
+gives two equal runs and its row fails; a knob added to the config without a row fails the
+coverage test.
+"""
+
+from __future__ import annotations
+
+import functools
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakes_docmemo import BagOfWordsEncoder, GoldReasoner, MemoryPageStore, ScriptedChatLLM
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+from llama_index_docmemo.config import DocMemoConfig
+from llama_index_docmemo.errors import QuestionError
+from llama_index_docmemo.ingest.ocr import find_tessdata
+from llama_index_docmemo.memory.schema import DocumentSchema, Section
+from llama_index_docmemo.query_engine import DocMemoQueryEngine
+from llama_index_docmemo.reasoning.base import Feedback, ReasoningInput
+from llama_index_docmemo.types import PageFilter, PageRecord, PageRef
+from tests.ingest_samples import text_image_png
+
+DOC = "report.pdf"
+QUESTION = "what was the revenue growth in 2023 and what does page 20 say"
+# p11 opens a section (cross-section propagation), cites Note 5 (defined on p25, a label
+# reference); p12 ends in table rows that p13 continues (a continuation); p28 is an income
+# statement heading (the statement lever); p20 is named by the question.
+TEXTS = {
+    1: "annual report cover and contents",
+    2: "revenue outlook is discussed in later sections",
+    4: "revenue outlook is discussed in later sections",
+    6: "revenue outlook for 2023 is discussed later",
+    11: "revenue growth was 12 percent in 2023, see Note 5",
+    12: "revenue table 2023 2022\n1,200 1,100\n300 250\n400 390",
+    13: "45 40 30\n20 10 5\n7 8 9\nmore results for 2023 growth",
+    20: "page twenty holds the auditor's letter",
+    25: "Note 5 Revenue recognition\nrevenue is recognised when goods ship",
+    28: "consolidated statements of operations income statement net sales revenue",
+}
+N_PAGES = 30
+GOLD = {PageRef(DOC, 11), PageRef(DOC, 12), PageRef(DOC, 999)}  # p999: never done, all rounds run
+
+
+class RecordingStore(MemoryPageStore):
+    """The in-memory store, recording each search's limits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[int, int | None]] = []
+
+    def search(self, query, *, limit, page_filter=None, prefetch_limit=None):  # noqa: ANN001, ANN201
+        self.calls.append((limit, prefetch_limit))
+        return super().search(
+            query, limit=limit, page_filter=page_filter, prefetch_limit=prefetch_limit
+        )
+
+
+@functools.cache
+def _scanned_report() -> str:
+    """A 30-page PDF whose page 11 is only an image of its figure (what an OCR'd page is)."""
+    import pymupdf
+
+    pdf = pymupdf.open()
+    for number in range(1, N_PAGES + 1):
+        page = pdf.new_page(width=720, height=540)
+        if number == 11:
+            page.insert_image(page.rect, stream=text_image_png("growth was 12 percent"))
+    path = Path(tempfile.mkdtemp(prefix="docmemo-knobs-")) / DOC
+    pdf.save(path)
+    return str(path)
+
+
+def _store(scenario: str = "") -> RecordingStore:
+    store = RecordingStore()
+    sections = [
+        Section(title="Overview", start_page=1, end_page=10),
+        Section(title="Results", start_page=11, end_page=20),
+        Section(title="Notes", start_page=21, end_page=30),
+    ]
+    schema = DocumentSchema(
+        doc_id=DOC,
+        doc_version="v1",
+        n_pages=N_PAGES,
+        title="Annual report",
+        sections=sections,
+        page_sections={p: s.title for s in sections for p in range(s.start_page, s.end_page + 1)},
+        page_summaries={p: f"summary of page {p}" for p in range(1, N_PAGES + 1)},
+    )
+    source = _scanned_report() if scenario == "ocr" else ""  # p11 read by OCR
+    records = [
+        PageRecord(
+            DOC,
+            "v1",
+            p,
+            N_PAGES,
+            TEXTS.get(p, f"filler page {p} about weather"),
+            source=source,
+            ocr=bool(source) and p == 11,
+        )
+        for p in range(1, N_PAGES + 1)
+    ]
+    store.upsert_document(schema, records, [])
+    return store
+
+
+class TableCrops(BaseNodePostprocessor):
+    """One table crop per page read (the loop's crop stage, without a PDF)."""
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        crops = [
+            NodeWithScore(
+                node=TextNode(
+                    text=f"table crop of page {n.node.metadata['page']}",
+                    metadata={**n.node.metadata, "kind": "table", "bbox": [0.0, 0.0, 1.0, 1.0]},
+                ),
+                score=n.score,
+            )
+            for n in nodes
+        ]
+        return list(nodes) + crops
+
+
+class Unanswerable(GoldReasoner):
+    """Says "not in the documents" every round."""
+
+    def reason(self, inp: ReasoningInput) -> Feedback:
+        feedback = super().reason(inp)
+        return feedback.model_copy(update={"status": "unanswerable", "answer": None})
+
+
+class Guesser(GoldReasoner):
+    """Says "answered" every round without labelling any page useful."""
+
+    def reason(self, inp: ReasoningInput) -> Feedback:
+        feedback = super().reason(inp)
+        return feedback.model_copy(
+            update={"status": "answered", "answer": "a guess", "useful_pages": []}
+        )
+
+
+class Citer(GoldReasoner):
+    """Answers with the figure of p11 once it is shown (a citation the pages verify)."""
+
+    def reason(self, inp: ReasoningInput) -> Feedback:
+        feedback = super().reason(inp)
+        p11 = PageRef(DOC, 11)
+        if p11 not in [p.ref for p in inp.pages]:
+            return feedback
+        return feedback.model_copy(
+            update={"status": "answered", "answer": "growth was 12 percent", "useful_pages": [p11]}
+        )
+
+
+READERS = {"unanswerable": Unanswerable, "guess": Guesser, "cited": Citer, "ocr": Citer}
+
+
+def _without_timings(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_timings(v) for k, v in value.items() if k != "seconds"}
+    if isinstance(value, list):
+        return [_without_timings(v) for v in value]
+    return value
+
+
+def _shown(inputs: Sequence[ReasoningInput]) -> list[tuple[Any, ...]]:
+    return [
+        (
+            i.round,
+            i.query,
+            i.question,
+            i.final_round,
+            i.outline,
+            [(str(p.ref), p.section, p.summary) for p in i.pages],
+            [str(c.page) for c in i.crops],
+            [n.fact for n in i.evidence],
+            list(i.missing),
+        )
+        for i in inputs
+    ]
+
+
+def observe(settings: dict[str, Any], scenario: str) -> dict[str, Any]:
+    """What one query does under ``settings`` in ``scenario``, as seen from outside."""
+    if scenario == "ocr" and find_tessdata() is None:
+        pytest.skip("Tesseract language data is not installed (the OCR word boxes need it)")
+    store = _store(scenario)
+    reader = READERS.get(scenario, GoldReasoner)(GOLD, refine="revenue recognition")
+    config = DocMemoConfig(**{"rounds": 3, "pages_per_round": 3, **settings})
+    engine = DocMemoQueryEngine.from_defaults(
+        store=store,
+        encoder=BagOfWordsEncoder(),
+        reasoner=reader,
+        llm=ScriptedChatLLM() if scenario == "llm" else None,
+        config=config,
+        page_filter=PageFilter(doc_ids=(DOC,)),
+        crop_postprocessor=TableCrops() if scenario == "crops" else None,
+        evidence_images=False,
+    )
+    try:
+        result = engine.run(QUESTION)
+    except QuestionError as error:
+        return {"refused": str(error)}
+    return {
+        "trace": _without_timings(result.trace.model_dump(mode="json")),
+        "shown": _shown(reader.inputs),
+        "searches": list(store.calls),
+    }
+
+
+# (knob, changed value, base settings, scenario)
+ROWS: list[tuple[str, Any, dict[str, Any], str]] = [
+    ("rounds", 1, {}, ""),
+    ("pages_per_round", 2, {}, ""),
+    ("pages_schedule", (2, 1), {}, ""),
+    ("answer_needs_evidence", True, {}, "guess"),
+    ("static", True, {}, ""),
+    ("use_schema", False, {}, ""),
+    ("use_belief", False, {}, ""),
+    ("use_episodic", False, {}, ""),
+    ("bayesian_update", False, {}, ""),
+    ("adaptive_granularity", False, {}, "crops"),
+    ("max_table_crops", 1, {}, "crops"),
+    ("reread_useful", True, {}, ""),
+    ("min_rounds_before_unanswerable", 1, {}, "unanswerable"),
+    ("max_label_changes_per_round", 1, {}, ""),
+    ("candidates", 4, {}, ""),
+    ("prefetch", 50, {}, ""),
+    ("lambda_schedule", (0.0,), {}, ""),
+    ("sampling", "thompson", {}, ""),
+    ("seed", 7, {"sampling": "thompson"}, ""),
+    ("propagation", False, {}, ""),
+    ("propagation_radius", 1, {}, ""),
+    ("propagation_gamma", 0.9, {}, ""),
+    ("propagation_weight", 1.0, {}, ""),
+    ("cross_section_weight", 1.0, {}, ""),
+    ("relevance_feedback", 5, {}, ""),
+    ("llm_rerank", True, {}, "llm"),
+    ("question_reference_weight", 0.0, {}, ""),
+    ("reference_weight", 0.0, {"continuation_weight": 2.0}, ""),
+    ("continuation_weight", 0.0, {}, ""),
+    ("statement_weight", 0.0, {}, ""),
+    ("statement_first_round", 1, {}, ""),
+    ("fusion_rule", "sum", {}, ""),
+    ("max_llm_calls", 1, {}, ""),
+    ("max_pages", 2, {}, ""),
+    ("max_seconds", 1e-9, {}, ""),
+    ("max_question_chars", 20, {"question_overflow": "truncate"}, ""),
+    ("question_overflow", "truncate", {"max_question_chars": 20}, ""),
+    ("citation_markers", True, {}, "cited"),
+    ("abstain", "unverified", {}, "guess"),
+    ("abstain_min_belief", 0.99, {"abstain": "low_belief"}, "cited"),
+    ("ocr_boxes", True, {}, "ocr"),
+]
+
+_BASES: dict[tuple[str, str], dict[str, Any]] = {}
+
+
+def _base(settings: dict[str, Any], scenario: str) -> dict[str, Any]:
+    key = (repr(sorted(settings.items())), scenario)
+    if key not in _BASES:
+        _BASES[key] = observe(settings, scenario)
+    return _BASES[key]
+
+
+def test_every_knob_has_a_row() -> None:
+    assert sorted(name for name, *_ in ROWS) == sorted(DocMemoConfig.setting_names())
+
+
+@pytest.mark.parametrize(("knob", "value", "base", "scenario"), ROWS, ids=[r[0] for r in ROWS])
+def test_the_knob_changes_what_a_query_does(
+    knob: str, value: Any, base: dict[str, Any], scenario: str
+) -> None:
+    group = DocMemoConfig.setting_names()[knob]
+    before = getattr(getattr(DocMemoConfig(**base), group), knob)
+    assert before != value, f"{knob}: the row must change the value ({before!r})"
+    changed = observe({**base, knob: value}, scenario)
+    assert changed != _base(base, scenario), f"{knob}={value!r} changed nothing observable"
