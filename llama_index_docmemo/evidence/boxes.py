@@ -13,6 +13,7 @@ on its CPU executor.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,6 +26,8 @@ from llama_index_docmemo.ingest.pdf import RENDER_ERRORS, open_pdf
 logger = logging.getLogger(__name__)
 
 _SEARCH_CHARS = 80
+_TESSERACT = threading.Lock()
+"""MuPDF will not run Tesseract from two threads of one process (ingest/ocr.py): one at a time."""
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,8 @@ def locate_boxes(requests: Sequence[BoxRequest]) -> list[list[float] | None]:
                     textpage = None
                     if request.ocr and ocr is not None:
                         if request.page not in textpages:
-                            textpages[request.page] = ocr.textpage(page)
+                            with _TESSERACT:
+                                textpages[request.page] = ocr.textpage(page)
                         textpage = textpages[request.page]
                     out[n] = box_on_page(page, request, textpage)
         except (DocMemoError, OSError, ValueError, *RENDER_ERRORS) as exc:
