@@ -52,6 +52,8 @@ def test_ask_json_and_trace(indexed, capsys, tmp_path: Path) -> None:
     assert set(out) == {
         "answer",
         "evidence",
+        "citations",
+        "abstained",
         "rounds",
         "stop_reason",
         "error",

@@ -1,4 +1,5 @@
-"""One immutable configuration of the DocMemo loop, in four groups: loop, selection, levers, budget.
+"""One immutable configuration of the DocMemo loop, in five groups: loop, selection, levers, budget,
+answer.
 
 Defaults are the paper's where measurement agreed with it, and measured otherwise
 (docs/evaluation.md): greedy posterior means instead of Thompson sampling, stronger propagation
@@ -15,6 +16,8 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from llama_index_docmemo.evidence.abstention import AbstainRule
 
 
 class _Settings(BaseModel):
@@ -174,11 +177,39 @@ class BudgetSettings(_Settings):
     question_overflow: Literal["error", "truncate"] = "error"
 
 
+class AnswerSettings(_Settings):
+    """What the answer carries: citation markers, and when weak evidence makes it "not found"
+    (:mod:`llama_index_docmemo.evidence.abstention`; measured in docs/evaluation.md, "Abstention").
+
+    Args:
+        citation_markers: write ``[n]`` after each cited figure or name of the answer, n the
+            position of its page in ``source_nodes`` (as ``CitationQueryEngine`` does). Off by
+            default: the answer text stays what the reader wrote (exact-match checks, the
+            streamed answer's prompt and ``docmemo compare`` read it), and the citations are in
+            ``metadata["docmemo"]["citations"]`` either way.
+        abstain: the rule that turns an answer into "not found" plus the best candidate pages:
+            "off", "unverified" (no verified citation), "low_belief" (cited pages' belief under
+            ``abstain_min_belief``), "unverified_or_low_belief".
+        abstain_min_belief: the posterior-mean belief a cited page needs (``low_belief``).
+        ocr_boxes: box citations on pages read by OCR from their OCR word boxes. Each such page
+            is OCR'd again (at most three an answer, after the loop, outside ``max_seconds``):
+            measured with the offline reader on MMLongBench-Doc's tuning half, 18-25 s without
+            and 188-210 s with (docs/python.md), so off by default; ``docmemo ask --html`` turns
+            it on. Off: those citations keep a crop's box or none.
+    """
+
+    citation_markers: bool = False
+    ocr_boxes: bool = False
+    abstain: AbstainRule = "off"
+    abstain_min_belief: float = Field(0.6, ge=0.0, le=1.0)
+
+
 _GROUPS: dict[str, type[_Settings]] = {
     "loop": LoopSettings,
     "selection": SelectionSettings,
     "levers": LeverSettings,
     "budget": BudgetSettings,
+    "answer": AnswerSettings,
 }
 _GROUP_OF: dict[str, str] = {
     name: group for group, model in _GROUPS.items() for name in model.model_fields
@@ -207,12 +238,13 @@ def _grouped(values: dict[str, Any]) -> dict[str, Any]:
 
 class DocMemoConfig(_Settings):
     """Parameters of the DocMemo loop (DESIGN §3) and the switches for each ablation (§1),
-    in four groups; immutable (:meth:`updated` returns a changed copy)."""
+    in five groups; immutable (:meth:`updated` returns a changed copy)."""
 
     loop: LoopSettings = Field(default_factory=LoopSettings)
     selection: SelectionSettings = Field(default_factory=SelectionSettings)
     levers: LeverSettings = Field(default_factory=LeverSettings)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
+    answer: AnswerSettings = Field(default_factory=AnswerSettings)
 
     @model_validator(mode="before")
     @classmethod

@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from llama_index_docmemo.evidence.citations import Citation
 from llama_index_docmemo.types import Feedback, PageRef
 
 StopReason = Literal[
@@ -103,6 +104,8 @@ class QueryTrace(BaseModel):
     rounds: list[RoundTrace] = Field(default_factory=list)
     pages_read: list[PageRead] = Field(default_factory=list)
     evidence: list[PageScore] = Field(default_factory=list)
+    citations: list[Citation] = Field(default_factory=list)  # per figure, name and quoted fact
+    abstained: str | None = None  # why weak evidence made the answer "not found"
     llm_calls: int = 0
     seconds: float = 0.0
     reader: str = ""  # "llm", "offline", "simulated", ... ("" for selection only)

@@ -148,10 +148,12 @@ Status = Literal["answered", "need_more", "unanswerable"]
 
 
 class EvidenceNote(BaseModel):
-    """A fact the reader found, with the page it stands on."""
+    """A fact the reader found, with the page it stands on and the page's own words it rests on
+    (``quote``, verbatim; "" when the reader gave none): what a citation checks."""
 
     page: PageRef
     fact: str
+    quote: str = ""
 
 
 class Feedback(BaseModel):

@@ -9,7 +9,10 @@ coverage test.
 
 from __future__ import annotations
 
+import functools
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,10 +22,12 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.errors import QuestionError
+from llama_index_docmemo.ingest.ocr import find_tessdata
 from llama_index_docmemo.memory.schema import DocumentSchema, Section
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
 from llama_index_docmemo.reasoning.base import Feedback, ReasoningInput
 from llama_index_docmemo.types import PageFilter, PageRecord, PageRef
+from tests.ingest_samples import text_image_png
 
 DOC = "report.pdf"
 QUESTION = "what was the revenue growth in 2023 and what does page 20 say"
@@ -59,7 +64,22 @@ class RecordingStore(MemoryPageStore):
         )
 
 
-def _store() -> RecordingStore:
+@functools.cache
+def _scanned_report() -> str:
+    """A 30-page PDF whose page 11 is only an image of its figure (what an OCR'd page is)."""
+    import pymupdf
+
+    pdf = pymupdf.open()
+    for number in range(1, N_PAGES + 1):
+        page = pdf.new_page(width=720, height=540)
+        if number == 11:
+            page.insert_image(page.rect, stream=text_image_png("growth was 12 percent"))
+    path = Path(tempfile.mkdtemp(prefix="docmemo-knobs-")) / DOC
+    pdf.save(path)
+    return str(path)
+
+
+def _store(scenario: str = "") -> RecordingStore:
     store = RecordingStore()
     sections = [
         Section(title="Overview", start_page=1, end_page=10),
@@ -75,8 +95,17 @@ def _store() -> RecordingStore:
         page_sections={p: s.title for s in sections for p in range(s.start_page, s.end_page + 1)},
         page_summaries={p: f"summary of page {p}" for p in range(1, N_PAGES + 1)},
     )
+    source = _scanned_report() if scenario == "ocr" else ""  # p11 read by OCR
     records = [
-        PageRecord(DOC, "v1", p, N_PAGES, TEXTS.get(p, f"filler page {p} about weather"), source="")
+        PageRecord(
+            DOC,
+            "v1",
+            p,
+            N_PAGES,
+            TEXTS.get(p, f"filler page {p} about weather"),
+            source=source,
+            ocr=bool(source) and p == 11,
+        )
         for p in range(1, N_PAGES + 1)
     ]
     store.upsert_document(schema, records, [])
@@ -120,7 +149,20 @@ class Guesser(GoldReasoner):
         )
 
 
-READERS = {"unanswerable": Unanswerable, "guess": Guesser}
+class Citer(GoldReasoner):
+    """Answers with the figure of p11 once it is shown (a citation the pages verify)."""
+
+    def reason(self, inp: ReasoningInput) -> Feedback:
+        feedback = super().reason(inp)
+        p11 = PageRef(DOC, 11)
+        if p11 not in [p.ref for p in inp.pages]:
+            return feedback
+        return feedback.model_copy(
+            update={"status": "answered", "answer": "growth was 12 percent", "useful_pages": [p11]}
+        )
+
+
+READERS = {"unanswerable": Unanswerable, "guess": Guesser, "cited": Citer, "ocr": Citer}
 
 
 def _without_timings(value: Any) -> Any:
@@ -150,7 +192,9 @@ def _shown(inputs: Sequence[ReasoningInput]) -> list[tuple[Any, ...]]:
 
 def observe(settings: dict[str, Any], scenario: str) -> dict[str, Any]:
     """What one query does under ``settings`` in ``scenario``, as seen from outside."""
-    store = _store()
+    if scenario == "ocr" and find_tessdata() is None:
+        pytest.skip("Tesseract language data is not installed (the OCR word boxes need it)")
+    store = _store(scenario)
     reader = READERS.get(scenario, GoldReasoner)(GOLD, refine="revenue recognition")
     config = DocMemoConfig(**{"rounds": 3, "pages_per_round": 3, **settings})
     engine = DocMemoQueryEngine.from_defaults(
@@ -213,6 +257,10 @@ ROWS: list[tuple[str, Any, dict[str, Any], str]] = [
     ("max_seconds", 1e-9, {}, ""),
     ("max_question_chars", 20, {"question_overflow": "truncate"}, ""),
     ("question_overflow", "truncate", {"max_question_chars": 20}, ""),
+    ("citation_markers", True, {}, "cited"),
+    ("abstain", "unverified", {}, "guess"),
+    ("abstain_min_belief", 0.99, {"abstain": "low_belief"}, "cited"),
+    ("ocr_boxes", True, {}, "ocr"),
 ]
 
 _BASES: dict[tuple[str, str], dict[str, Any]] = {}

@@ -240,3 +240,25 @@ def test_summaries_map_to_real_page_numbers() -> None:
 def test_clip_cuts_at_a_word_boundary() -> None:
     assert clip("alpha beta gamma", 12) == "alpha beta…"
     assert clip("  alpha \n beta ", 100) == "alpha beta"
+
+
+def test_a_note_keeps_the_quote_it_rests_on_and_the_schema_does_not_require_it() -> None:
+    reply = FeedbackReply.model_validate(
+        {
+            "notes": [
+                {"page": 2, "fact": "headcount 1,184", "quote": "  Nordic\n1,184  " + "x " * 300},
+                {"page": "[1]", "fact": "no quote given"},
+            ],
+            "status": "need_more",
+        }
+    )
+    feedback = feedback_of(reply, REFS, ReplyLimits(quote_chars=40))
+    first, second = feedback.notes
+    assert (
+        first.page == REFS[1]
+        and first.quote.startswith("Nordic 1,184 x")
+        and len(first.quote) <= 41
+    )
+    assert second.quote == ""
+    note_schema = FeedbackReply.model_json_schema()["$defs"]["_NoteReply"]
+    assert "quote" in note_schema["properties"] and "quote" not in note_schema.get("required", [])

@@ -6,10 +6,14 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llama_index_docmemo.cli import options
 from llama_index_docmemo.errors import DocMemoError
+
+if TYPE_CHECKING:
+    from llama_index_docmemo.evidence.citations import Citation
+    from llama_index_docmemo.loop import DocMemoResult
 
 
 def register(sub: Any) -> None:
@@ -30,6 +34,11 @@ def register(sub: Any) -> None:
     options.add_loop_args(p)
     p.add_argument("--json", action="store_true")
     p.add_argument("--trace", type=Path, help="write the belief heat-map (.png or .html)")
+    p.add_argument(
+        "--html",
+        type=Path,
+        help="write the answer with its citations and the cited pages, boxes drawn (.html)",
+    )
     p.set_defaults(func=cmd_ask)
 
     p = sub.add_parser("demo", help="index a generated report and answer questions about it")
@@ -79,12 +88,14 @@ def cmd_ask(args: argparse.Namespace) -> int:
             store=store,
             encoder=encoder,
             llm=options.llm_from_args(args),
-            config=options.config(args),
+            config=options.config(args).updated(ocr_boxes=bool(args.html)),
             page_filter=scope,
             images=options.images(args),
         )
         result = engine.run(args.question)
     trace = result.trace
+    if args.html:
+        write_answer_html(args.html, result)
     code = 1 if trace.stop_reason == "llm_error" else 0  # a partial result: said, and non-zero
     if args.trace:
         from llama_index_docmemo.visualize import render_trace
@@ -98,6 +109,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
                 {
                     "answer": result.answer,
                     "evidence": [e.model_dump() for e in trace.evidence],
+                    "citations": [citation_json(c) for c in trace.citations],
+                    "abstained": trace.abstained,
                     "rounds": len(trace.rounds),
                     "stop_reason": trace.stop_reason,
                     "error": trace.error,
@@ -131,9 +144,35 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(
             f"  round {rnd.round}: query={rnd.query!r} read [{pages}] -> {verdict}; useful [{useful}]"
         )
+    for citation in trace.citations:
+        where = f"{citation.doc_id} p.{citation.page}" if citation.verified else "no page read"
+        box = f" box {[round(v) for v in citation.bbox]}" if citation.bbox else ""
+        check = "verified" if citation.verified else "NOT verified"
+        print(f"  cites {citation.text!r}: {where}{box}, {check} ({citation.how})")
     if args.trace:
         print(f"Trace written to {args.trace}")
+    if args.html:
+        print(f"Answer page written to {args.html}")
     return code
+
+
+CITATION_KEYS = ("text", "doc_id", "page", "bbox", "quote", "verified", "how", "kind", "box_from")
+
+
+def citation_json(citation: Citation) -> dict[str, Any]:
+    """A citation as ``ask --json`` prints it (the keys of ``CITATION_KEYS``)."""
+    return citation.model_dump(mode="json", include=set(CITATION_KEYS))
+
+
+def write_answer_html(path: Path, result: DocMemoResult) -> None:
+    """The answer page of ``result`` (:mod:`llama_index_docmemo.evidence.html`) at ``path``."""
+    from llama_index_docmemo.evidence.html import render_answer_html
+
+    sources = {
+        str(n.node.metadata["doc_id"]): str(n.node.metadata["source"]) for n in result.source_nodes
+    }
+    page = render_answer_html(result.trace.question, result.answer, result.trace.citations, sources)
+    path.write_text(page, encoding="utf-8")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

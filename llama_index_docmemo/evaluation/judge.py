@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llama_index_docmemo.evaluation.datasets import QAItem
-from llama_index_docmemo.evaluation.figures import number_values, values_match
 from llama_index_docmemo.evaluation.metrics import (
     FLOAT_REL_TOL,
     QuestionRun,
     is_unanswerable_answer,
 )
+from llama_index_docmemo.evidence.figures import number_values, values_match
 
 if TYPE_CHECKING:
     from llama_index.core.evaluation import EvaluationResult

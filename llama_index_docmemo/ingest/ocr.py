@@ -142,11 +142,15 @@ class TesseractOcr:
         self.dpi = dpi
 
     def read(self, page: pymupdf.Page) -> str:
+        return clean_ocr_text(page.get_text(textpage=self.textpage(page)))
+
+    def textpage(self, page: pymupdf.Page) -> pymupdf.TextPage:
+        """The page's OCR text layer, words with their boxes (``page.search_for(textpage=)``
+        finds a citation in it)."""
         with _native_stderr_silenced():
-            textpage = page.get_textpage_ocr(
+            return page.get_textpage_ocr(
                 dpi=self.dpi, full=True, tessdata=self.tessdata, language=self.language
             )
-        return clean_ocr_text(page.get_text(textpage=textpage))
 
 
 @contextmanager

@@ -17,6 +17,7 @@ from llama_index.core.base.response.schema import Response
 from llama_index.core.schema import NodeWithScore
 
 from llama_index_docmemo.ingest.page_images import PageImage, page_image_files
+from llama_index_docmemo.loop.citing import cited_answer, mark_sources
 from llama_index_docmemo.nodes import PageWithScore, is_page, node_ref, page_node
 from llama_index_docmemo.reasoning.base import CropView
 from llama_index_docmemo.step_runtime import Steps
@@ -117,11 +118,16 @@ def build_result(state: QuerySnapshot, status: str, answer: str) -> Steps[DocMem
         files = yield from page_image_files([page_image(r, cache) for r in records])
         images = {r.ref: path for r, path in zip(records, files, strict=True)}
     beliefs = state.beliefs
+    belief_of = {
+        ref: float(beliefs.mean([ref])[0]) if ref in beliefs else 0.5 for ref in state.read
+    }
+    cited = yield from cited_answer(state, status, answer, refs, belief_of)
+    status, answer = cited.status, cited.answer
     evidence = sorted(
         (
             PageWithScore(
                 node=page_node(rec, image_path=images.get(rec.ref)),
-                score=float(beliefs.mean([rec.ref])[0]) if rec.ref in beliefs else 0.5,
+                score=belief_of.get(rec.ref, 0.5),
             )
             for rec in records
         ),
@@ -129,6 +135,8 @@ def build_result(state: QuerySnapshot, status: str, answer: str) -> Steps[DocMem
     )
     useful = set(episodic.useful_pages)
     sources = evidence + [c for c in state.crops if node_ref(c) in useful]
+    cited = mark_sources(cited, sources, state.config.answer.citation_markers)
+    answer = cited.answer
     reader = state.reader
     decide = getattr(reader, "images_now", None)  # after a refusal a server gets text
     choice = decide() if callable(decide) else None
@@ -152,6 +160,8 @@ def build_result(state: QuerySnapshot, status: str, answer: str) -> Steps[DocMem
             for n in sources
             if is_page(n)
         ],
+        citations=cited.citations,
+        abstained=cited.abstained,
         llm_calls=state.llm_calls,
         seconds=state.seconds,
         reader=reader.name if reader is not None else "",

@@ -72,7 +72,7 @@ Reply with one JSON object and nothing else."""
 
 READER_REPLY = """\
 Reply with a JSON object with these keys, in this order:
-- "notes": facts you found that bear on the question, each {"page": <number in [1]..[{n_pages}]>, "fact": "<short fact, with figures and units>"}.
+- "notes": facts you found that bear on the question, each {"page": <number in [1]..[{n_pages}]>, "fact": "<short fact, with figures and units>", "quote": "<the words of that page the fact rests on, copied exactly as the page writes them (a line or a table row)>"}.
 - "useful_pages": numbers of the shown pages that contain evidence for the answer.
 - "irrelevant_pages": numbers of the shown pages that do not help with this question.
 - "missing": short phrases for information still needed (empty when nothing is missing).

@@ -59,12 +59,13 @@ class _Model(BaseModel):
 class _NoteReply(_Model):
     page: LocalNumber = None
     fact: Text = ""
+    quote: Text = ""
 
 
 class FeedbackReply(_Model):
-    """What the reader found on the pages shown: facts with their page (local numbers [1]..[n]),
-    which pages help and which do not, what is still missing, a verdict, an answer and a better
-    search query."""
+    """What the reader found on the pages shown: facts with their page (local numbers [1]..[n])
+    and the page's words they rest on (quote), which pages help and which do not, what is still
+    missing, a verdict, an answer and a better search query."""
 
     notes: list[_NoteReply] = []
     useful_pages: list[LocalNumber] = []
@@ -100,6 +101,7 @@ class ReplyLimits:
     max_missing: int = 8
     answer_chars: int = 4000
     fact_chars: int = 500
+    quote_chars: int = 400
     missing_chars: int = 300
     query_chars: int = 500
     summary_chars: int = 400
@@ -176,7 +178,8 @@ def feedback_of(reply: FeedbackReply, refs: Sequence[PageRef], limits: ReplyLimi
         page = _resolve([note.page], refs)
         fact = clip(note.fact, limits.fact_chars)
         if page and fact:
-            notes.append(EvidenceNote(page=page[0], fact=fact))
+            quote = clip(note.quote, limits.quote_chars)
+            notes.append(EvidenceNote(page=page[0], fact=fact, quote=quote))
         if len(notes) >= limits.max_notes:
             break
     wanted = [m for m in reply.missing if m.strip()][: limits.max_missing]

@@ -43,10 +43,10 @@ from llama_index_docmemo.evaluation.compare.records import (
 )
 from llama_index_docmemo.evaluation.compare.verdicts import judge_records
 from llama_index_docmemo.evaluation.configs import EngineConfigs
-from llama_index_docmemo.evaluation.figures import check_figures
 from llama_index_docmemo.evaluation.judge import AnswerJudge, VerdictCache, model_name
 from llama_index_docmemo.evaluation.runner import check_settings
 from llama_index_docmemo.events import counting_llm_calls
+from llama_index_docmemo.evidence.figures import check_figures
 from llama_index_docmemo.types import PageFilter, PageRef
 
 if TYPE_CHECKING:

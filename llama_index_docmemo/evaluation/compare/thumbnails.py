@@ -14,15 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import pymupdf
-from PIL import Image, ImageDraw
+from PIL import Image
 
-from llama_index_docmemo.errors import DocMemoError
-from llama_index_docmemo.ingest.pdf import RENDER_ERRORS, open_pdf
-
-LONG_SIDE = 520
-FILL = (255, 214, 0, 96)
-OUTLINE = (230, 120, 0, 255)
+from llama_index_docmemo.evidence.pages import LONG_SIDE, PAGE_ERRORS, render_boxed
+from llama_index_docmemo.ingest.pdf import open_pdf
 
 
 @dataclass(frozen=True)
@@ -51,35 +46,17 @@ def render_thumbnail(
     try:
         with open_pdf(source) as pdf:
             pdf_page = pdf[page - 1]
-            scale = LONG_SIDE / max(pdf_page.rect.width, pdf_page.rect.height)
             boxes = {mark: pdf_page.search_for(mark) for mark in marks}
             if target.is_file():
                 with Image.open(target) as done:
                     width, height = done.size
             else:
-                pix = pdf_page.get_pixmap(matrix=pymupdf.Matrix(scale, scale), alpha=False)
-                image = Image.frombytes("RGB", (pix.width, pix.height), pix.samples)
+                rects = [(r.x0, r.y0, r.x1, r.y1) for found in boxes.values() for r in found]
+                image = render_boxed(pdf_page, rects, LONG_SIDE)
                 width, height = image.size
-                _draw_boxes(image, [r for rects in boxes.values() for r in rects], scale)
                 out_dir.mkdir(parents=True, exist_ok=True)
                 image.save(target, format="PNG")
-    except (DocMemoError, OSError, ValueError, IndexError, *RENDER_ERRORS):
+    except PAGE_ERRORS:
         return None
     boxed = tuple(mark for mark, rects in boxes.items() if rects)
     return Thumbnail(f"{out_dir.name}/{name}", width, height, boxed)
-
-
-def _draw_boxes(image: Image.Image, rects: Sequence[pymupdf.Rect], scale: float) -> None:
-    if not rects:
-        return
-    overlay = Image.new("RGBA", image.size, (0, 0, 0, 0))
-    draw = ImageDraw.Draw(overlay)
-    for rect in rects:
-        box = (
-            rect.x0 * scale - 2,
-            rect.y0 * scale - 2,
-            rect.x1 * scale + 2,
-            rect.y1 * scale + 2,
-        )
-        draw.rectangle(box, fill=FILL, outline=OUTLINE, width=2)
-    image.paste(Image.alpha_composite(image.convert("RGBA"), overlay).convert("RGB"))

@@ -78,7 +78,7 @@ class OfflineReasoner(Reasoner):
         pool.sort(key=lambda su: -su[0])
         answer, answer_units, missing_years = _answer(q, pool)
         for u in answer_units:
-            note = EvidenceNote(page=u.page, fact=u.fact())
+            note = EvidenceNote(page=u.page, fact=u.fact(), quote=u.quote())
             if u.page in shown and all(n.fact != note.fact for n in notes):
                 notes.append(note)
 
@@ -108,7 +108,7 @@ class OfflineReasoner(Reasoner):
             )
             if inp.final_round:
                 for u in passages:
-                    note = EvidenceNote(page=u.page, fact=u.fact())
+                    note = EvidenceNote(page=u.page, fact=u.fact(), quote=u.quote())
                     if u.page in shown and all(n.fact != note.fact for n in notes):
                         notes.append(note)
         missing: list[str] = []
@@ -160,7 +160,7 @@ def _notes(evals: list[PageEval], labels: dict[PageRef, str]) -> list[EvidenceNo
                 and len(seen) < _NOTES_PER_PAGE
             ):
                 seen.add(fact)
-                notes.append(EvidenceNote(page=ev.ref, fact=fact))
+                notes.append(EvidenceNote(page=ev.ref, fact=fact, quote=unit.quote()))
     return notes
 
 

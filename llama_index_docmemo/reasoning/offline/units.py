@@ -39,6 +39,10 @@ class Unit:
         if self.cells:
             rows = [self.header, self.cells] if self.header else [self.cells]
             return "\n".join("|" + "|".join(r) + "|" for r in rows)
+        return self.quote()
+
+    def quote(self) -> str:
+        """The unit in the page's own words (a row's cells in order), for a citation to find."""
         return self.text if len(self.text) <= FACT_CHARS else self.text[: FACT_CHARS - 1] + "…"
 
 

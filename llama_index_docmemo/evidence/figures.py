@@ -1,5 +1,8 @@
 """Figures in an answer (numbers, percentages, dates) and whether a page states them: pure text rules.
 
+The one home of these rules: citations (:mod:`.citations`) verify an answer with them, and
+``docmemo compare`` checks its engines' answers with them.
+
 An answer's figure is *found* on a page when the page's text holds the same value:
 
 - a **number** (``1,234.5``, ``$4.2 million``, ``(310)``): some number on the page equals it, sign
@@ -91,6 +94,7 @@ class Figure:
     kind: str  # "number" | "percent" | "date"
     values: tuple[tuple[float, float], ...] = ()
     date: tuple[int, int, int] = (0, 0, 0)
+    span: tuple[int, int] = (0, 0)  # where the answer writes it (character offsets)
 
 
 def _date_of(match: re.Match[str]) -> tuple[int, int, int]:
@@ -131,7 +135,9 @@ def _number_figure(match: re.Match[str]) -> Figure:
         factors += [full, full / 1e3, full / 1e6]
     values = tuple(dict.fromkeys((value * f, half_step * f) for f in factors))
     kind = "percent" if match.group("percent") else "number"
-    return Figure(match.group(0).strip(), kind, values)
+    text = match.group(0).strip()
+    start = match.start() + match.group(0).index(text)
+    return Figure(text, kind, values, span=(start, start + len(text)))
 
 
 def find_figures(text: str) -> list[Figure]:
@@ -139,7 +145,7 @@ def find_figures(text: str) -> list[Figure]:
     dates = _dates(text)
     spans = [m.span() for m, _ in dates] + [m.span() for m in _PAGE_CITATION.finditer(text)]
     figures: list[tuple[int, Figure]] = [
-        (m.start(), Figure(m.group(0), "date", date=date)) for m, date in dates
+        (m.start(), Figure(m.group(0), "date", date=date, span=m.span())) for m, date in dates
     ]
     for match in _NUMBER.finditer(text):
         if any(start <= match.start() < end for start, end in spans):
@@ -165,18 +171,25 @@ def _rounds_to(page_value: float, figure: Figure) -> bool:
     )
 
 
-def locate(figure: Figure, page_text: str) -> str | None:
-    """The text on the page that states ``figure`` (as the page writes it), or None."""
+def locate_span(figure: Figure, page_text: str) -> tuple[int, int] | None:
+    """Where ``page_text`` states ``figure`` (character offsets of the page's own writing of it,
+    the first such place), or None."""
     if figure.kind == "date":
         for match, date in _dates(page_text):
             if date == figure.date or (figure.date[2] == 0 and date[:2] == figure.date[:2]):
-                return match.group(0)
+                return match.span()
         return None
     for match in _NUMBER.finditer(page_text):
         value = float(match.group("digits").replace(",", ""))
         if _rounds_to(value, figure):
-            return match.group("digits")
+            return match.span("digits")
     return None
+
+
+def locate(figure: Figure, page_text: str) -> str | None:
+    """The text on the page that states ``figure`` (as the page writes it), or None."""
+    span = locate_span(figure, page_text)
+    return page_text[span[0] : span[1]] if span else None
 
 
 @dataclass(frozen=True)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from llama_index_docmemo.evaluation.figures import (
+from llama_index_docmemo.evaluation.judge import is_short_number, parse_score
+from llama_index_docmemo.evidence.figures import (
     check_figures,
     find_figures,
     locate,
     number_values,
     values_match,
 )
-from llama_index_docmemo.evaluation.judge import is_short_number, parse_score
 
 
 def texts(answer: str) -> list[tuple[str, str]]:
@@ -37,7 +37,10 @@ def test_page_citations_are_not_figures() -> None:
     """DocMemo's answers cite pages as "(p. 3)": where, not what."""
     answer = "Revenue was 4,212 (p. 3); headcount 1,184 (pp. 11-12, page 14)."
     assert texts(answer) == [("4,212", "number"), ("1,184", "number")]
-    assert texts("GPT-4 wins on 2 of the COVID-19 sets, down -3") == [("2", "number"), ("-3", "number")]
+    assert texts("GPT-4 wins on 2 of the COVID-19 sets, down -3") == [
+        ("2", "number"),
+        ("-3", "number"),
+    ]
 
 
 @pytest.mark.parametrize(
