@@ -66,10 +66,16 @@ Counts = dict[
 ]  # variant -> half -> group -> [n, detected, selected]
 
 
-def run(data: Path, limit: int | None, variants: list[str]) -> tuple[Counts, dict[str, float]]:
+def run(
+    data: Path, limit: int | None, variants: list[str], half: str = "all"
+) -> tuple[Counts, dict[str, float]]:
     """Counts per variant, half and group, and seconds of detection per page per variant."""
     dataset = load_dataset(data / "mmlongbench-doc", check_pdfs=False)
-    items = [item for item in dataset if has_visual_boxes(item)]
+    items = [
+        item
+        for item in dataset
+        if has_visual_boxes(item) and half in ("all", HALVES[split_of(item.doc)])
+    ]
     caps = default_caps()
     counts: Counts = {v: defaultdict(lambda: defaultdict(lambda: [0, 0, 0])) for v in variants}
     seconds: dict[str, float] = defaultdict(float)
@@ -165,6 +171,8 @@ def render(report: dict[str, Any]) -> str:
     ]
     for variant, entry in report["variants"].items():
         for half in ("tuning", "report", "all"):
+            if not entry[half]["n_boxes"]:
+                continue
             groups = {"all": entry[half], **entry[half]["by_source"]}
             for group, r in groups.items():
                 lo, hi = r["selected_ci"]
@@ -187,6 +195,12 @@ def main() -> None:
         help=f"comma-separated detection variants among {sorted(VARIANTS)} (the first goes to the "
         "top level of --json)",
     )
+    parser.add_argument(
+        "--half",
+        choices=("tuning", "report", "all"),
+        default="all",
+        help="documents of one half only (tune on tuning, report on report)",
+    )
     parser.add_argument("--out", default=None, help="write the Markdown report here")
     parser.add_argument("--json", default=None, help="write the rates as JSON here")
     args = parser.parse_args()
@@ -196,7 +210,7 @@ def main() -> None:
     unknown = sorted(set(variants) - set(VARIANTS))
     if unknown:
         parser.error(f"unknown variant(s) {', '.join(unknown)}; choose among {sorted(VARIANTS)}")
-    report = to_json(*run(Path(args.data), args.limit, variants))
+    report = to_json(*run(Path(args.data), args.limit, variants, args.half))
     markdown = render(report)
     print(markdown)
     for path, text in ((args.out, markdown), (args.json, json.dumps(report, indent=2) + "\n")):

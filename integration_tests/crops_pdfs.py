@@ -1,10 +1,12 @@
-"""Generated PDFs with real ruled tables and vector bar charts, for the crop tests."""
+"""Generated PDFs with real ruled tables, vector bar charts and raster photos, for the crop tests."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pymupdf
+from PIL import Image, ImageDraw
 
 ROWS = [
     ["Region", "Revenue", "Profit", "Staff"],
@@ -70,6 +72,47 @@ def make_report_pdf(path: Path) -> Path:
             60 + (i // 2) * 180,
             f"Table {i + 3}: Segment {i}",
             [r[:2] for r in ROWS],
+        )
+    doc.save(str(path))
+    doc.close()
+    return path
+
+
+PHOTO_BOX = (72.0, 170.0, 272.0, 320.0)  # 4:3, as the image
+
+
+def _photo_png() -> bytes:
+    """A raster 'photo': coloured strokes on white (no text, so only its image box marks it)."""
+    image = Image.new("RGB", (400, 300), "white")
+    pen = ImageDraw.Draw(image)
+    for i in range(8):
+        pen.line((0, 40 * i, 400, 300 - 30 * i), fill=(200, 30 * i, 40), width=4)
+    pen.ellipse((100, 80, 300, 220), outline="navy", width=6)
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def make_figures_pdf(path: Path) -> Path:
+    """One page: a framed raster photo and, beside it, a vector bar chart, each captioned below."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=612, height=792)
+    page.insert_text((72, 60), "Results of the field study", fontsize=14)
+    for i in range(5):
+        page.insert_text(
+            (72, 90 + 14 * i),
+            "The photographs below were taken at the northern site in spring.",
+            fontsize=10,
+        )
+    page.insert_image(pymupdf.Rect(PHOTO_BOX), stream=_photo_png())
+    page.draw_rect(pymupdf.Rect(66, 164, 278, 326))  # a ruled frame around the photo
+    page.insert_text((72, 341), "Figure 1: Aerial view of the northern site", fontsize=10)
+    draw_bar_chart(page, 290, 370, "Figure 2: Staff count by region")
+    for i in range(8):
+        page.insert_text(
+            (72, 440 + 14 * i),
+            "Discussion of the figures continues with more prose text here.",
+            fontsize=10,
         )
     doc.save(str(path))
     doc.close()

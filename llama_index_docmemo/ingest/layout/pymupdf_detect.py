@@ -43,6 +43,7 @@ class DetectOptions:
         min_side: smallest width/height (points) of a table, chart or figure kept.
         max_page_share: graphics covering more of the page than this are backgrounds, not figures.
         caption_gap: largest vertical gap (points) between a block and its caption.
+        caption_in_box: a block's box takes in its caption, so the crop shows what the figure is.
     """
 
     layout_model: bool = True
@@ -50,6 +51,7 @@ class DetectOptions:
     min_side: float = 24.0
     max_page_share: float = 0.85
     caption_gap: float = 40.0
+    caption_in_box: bool = True
 
 
 def layout_model_available() -> bool:
@@ -89,15 +91,21 @@ def _detect_page(doc: pymupdf.Document, page_no: int, opts: DetectOptions) -> li
     page = doc[page_no - 1]
     page_box: BBox = tuple(page.rect)  # type: ignore[assignment]
     regions = _layout_regions(page, opts)
-    pictures = [r.bbox for r in regions if r.kind == "figure"]
-    # Line grids inside a picture are a chart's axes and gridlines, not a table.
-    tables = [t for t in _tables(page, opts) if all(containment(t.bbox, p) < 0.5 for p in pictures)]
-    tables += [
-        _Region("table", r.bbox, "")
-        for r in regions
-        if r.kind == "table" and all(iou(r.bbox, t.bbox) < 0.5 for t in tables)
+    # A sliver the model calls a picture (a row of axis labels) is no figure and must not hide one.
+    pictures = [
+        r for r in regions if r.kind == "figure" and min(r.width, r.height) >= opts.min_side
     ]
-    graphics = _graphics(page, regions, tables, page_box, opts)
+    # Line grids inside a picture are a chart's axes and gridlines, not a table; a ruled frame around a
+    # picture is its border; a ruled part of a table the model saw whole is that table.
+    model_tables = [r for r in regions if r.kind == "table"]
+    tables = [
+        t
+        for t in _tables(page, opts)
+        if not any(_nested(t.bbox, p.bbox) for p in pictures)
+        and not any(_part_of(t.bbox, m.bbox) for m in model_tables)
+    ]
+    tables += [m for m in model_tables if all(iou(m.bbox, t.bbox) < 0.5 for t in tables)]
+    graphics = _graphics(page, pictures, tables, page_box, opts)
     captions = [r for r in regions if r.kind == "caption"] + _caption_lines(page, regions)
     equations = [r for r in regions if r.kind == "equation"]
     titles = [
@@ -108,15 +116,22 @@ def _detect_page(doc: pymupdf.Document, page_no: int, opts: DetectOptions) -> li
     for region in tables + graphics:
         if min(region.width, region.height) < opts.min_side:
             continue
-        caption = _caption_for(page, region.bbox, captions, opts.caption_gap) or _caption_for(
-            page, region.bbox, titles, opts.caption_gap, above_only=True
-        )
+        caption_box = _caption_for(region.bbox, captions, opts.caption_gap)
+        caption = _clip_text(page, caption_box) if caption_box else ""
+        if not caption:
+            title_box = _caption_for(region.bbox, titles, opts.caption_gap, above_only=True)
+            caption = _clip_text(page, title_box) if title_box else ""
         text = region.text or _clip_text(page, region.bbox)
+        bbox = (
+            union_box(region.bbox, caption_box)
+            if caption_box and opts.caption_in_box
+            else region.bbox
+        )
         blocks.append(
             LayoutBlock(
                 page=page_no,
                 kind=region.kind,
-                bbox=region.bbox,
+                bbox=bbox,
                 caption=caption,
                 text=text[:_MAX_TEXT],
                 source=SOURCE,
@@ -134,6 +149,20 @@ def _detect_page(doc: pymupdf.Document, page_no: int, opts: DetectOptions) -> li
             for region in regions
         )
     return blocks
+
+
+def _part_of(part: BBox, whole: BBox) -> bool:
+    return containment(part, whole) >= 0.9 and area(whole) > area(part)
+
+
+def _inside(part: BBox, picture: BBox) -> bool:
+    """Whether a drawing cluster or image is (mostly) a piece of the model's picture."""
+    return containment(part, picture) >= 0.5 or iou(part, picture) >= 0.3
+
+
+def _nested(a: BBox, b: BBox) -> bool:
+    """Whether one box lies mostly inside the other."""
+    return containment(a, b) >= 0.5 or containment(b, a) >= 0.5
 
 
 @dataclass
@@ -191,12 +220,14 @@ def _tables(page: pymupdf.Page, opts: DetectOptions) -> list[_Region]:
 
 def _graphics(
     page: pymupdf.Page,
-    regions: list[_Region],
+    pictures: list[_Region],
     tables: list[_Region],
     page_box: BBox,
     opts: DetectOptions,
 ) -> list[_Region]:
-    """Charts (vector drawing clusters) and figures (raster images, layout pictures), merged."""
+    """Figures the layout model found, as it drew them, plus the charts (vector drawing clusters) and
+    raster images it missed, merged: the model's picture box is the tighter one, while merging it
+    with nearby drawings joins neighbouring figures into one region."""
     max_area = opts.max_page_share * area(page_box)
     drawings = page.get_drawings()
     clusters = page.cluster_drawings(drawings=drawings) if drawings else []
@@ -208,13 +239,15 @@ def _graphics(
             candidates.append(_Region("chart", box))
     for info in page.get_image_info():
         candidates.append(_Region("figure", _box(info["bbox"])))
-    candidates += [r for r in regions if r.kind == "figure"]
-    kept = [
+    kept_pictures = [p for p in pictures if 0 < area(p.bbox) <= max_area]
+    others = [
         c
         for c in candidates
-        if 0 < area(c.bbox) <= max_area and all(containment(c.bbox, t.bbox) < 0.6 for t in tables)
+        if 0 < area(c.bbox) <= max_area
+        and all(containment(c.bbox, t.bbox) < 0.6 for t in tables)
+        and not any(_inside(c.bbox, p.bbox) for p in kept_pictures)
     ]
-    return _merge_graphics(kept)
+    return kept_pictures + _merge_graphics(others)
 
 
 def _merge_graphics(items: list[_Region]) -> list[_Region]:
@@ -265,9 +298,9 @@ def _caption_lines(page: pymupdf.Page, regions: list[_Region]) -> list[_Region]:
 
 
 def _caption_for(
-    page: pymupdf.Page, box: BBox, captions: list[_Region], max_gap: float, above_only: bool = False
-) -> str:
-    """Text of the caption nearest above or below ``box`` that shares its columns."""
+    box: BBox, captions: list[_Region], max_gap: float, above_only: bool = False
+) -> BBox | None:
+    """The caption nearest above or below ``box`` that shares its columns."""
     best: tuple[float, BBox] | None = None
     for cap in captions:
         c = cap.bbox
@@ -279,7 +312,7 @@ def _caption_for(
         gap = c[1] - box[3] if below else box[1] - c[3]
         if -2 <= gap <= max_gap and (best is None or gap < best[0]):
             best = (gap, c)
-    return _clip_text(page, best[1]) if best else ""
+    return best[1] if best else None
 
 
 def _clip_text(page: pymupdf.Page, box: BBox) -> str:
