@@ -117,3 +117,32 @@ def make_figures_pdf(path: Path) -> Path:
     doc.save(str(path))
     doc.close()
     return path
+
+
+SLIDE_CHART_BOX = (60.0, 150.0, 460.0, 480.0)  # points on a 768 x 576 slide
+
+
+def make_slide_pdf(path: Path) -> Path:
+    """An image-only slide (no text layer): a title band, a bar-chart panel and a text column, as pixels."""
+    scale = 2  # pixels per point
+    image = Image.new("RGB", (768 * scale, 576 * scale), (20, 40, 120))
+    pen = ImageDraw.Draw(image)
+    pen.rectangle((60 * scale, 40 * scale, 500 * scale, 90 * scale), fill="white")  # title
+    x0, y0, x1, y1 = (int(v * scale) for v in SLIDE_CHART_BOX)
+    pen.rectangle((x0, y0, x1, y1), fill="white")
+    for i, height in enumerate((200, 120, 260, 90)):
+        left = x0 + (40 + 90 * i) * scale
+        pen.rectangle(
+            (left, y1 - (20 + height) * scale, left + 60 * scale, y1 - 20 * scale), fill="orange"
+        )
+    for line in range(6):
+        top = (170 + 24 * line) * scale  # lines 8 pt apart: one text block
+        pen.rectangle((520 * scale, top, 720 * scale, top + 16 * scale), fill="white")
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG")
+    doc = pymupdf.open()
+    page = doc.new_page(width=768, height=576)
+    page.insert_image(page.rect, stream=buffer.getvalue())
+    doc.save(str(path))
+    doc.close()
+    return path

@@ -6,7 +6,15 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from crops_pdfs import CHART_BARS_BOX, PHOTO_BOX, TABLE_BOX, make_figures_pdf, make_report_pdf
+from crops_pdfs import (
+    CHART_BARS_BOX,
+    PHOTO_BOX,
+    SLIDE_CHART_BOX,
+    TABLE_BOX,
+    make_figures_pdf,
+    make_report_pdf,
+    make_slide_pdf,
+)
 
 from llama_index_docmemo.errors import IngestError
 from llama_index_docmemo.ingest.layout import (
@@ -71,6 +79,17 @@ def test_photo_and_chart_side_by_side_stay_apart(tmp_path: Path, options: Detect
     assert chart.caption == "Figure 2: Staff count by region"
     assert containment(PHOTO_BOX, photo.bbox) > 0.99 and photo.bbox[3] > PHOTO_BOX[3] + 10
     assert iou(photo.bbox, chart.bbox) == 0.0
+
+
+def test_an_image_only_slide_is_cut_into_its_regions(tmp_path: Path) -> None:
+    """No text layer, one full-page image: the chart panel is found by whitespace cuts, largest first."""
+    pdf = make_slide_pdf(tmp_path / "slide.pdf")
+    blocks = [b for b in detect_layout_pymupdf(pdf, 1) if b.kind in CROP_KINDS]
+    assert iou(blocks[0].bbox, SLIDE_CHART_BOX) > 0.95
+    assert all(b.kind == "figure" for b in blocks)
+    assert len(blocks) == 3  # the chart, the text column, the title band
+    off = detect_layout_pymupdf(pdf, 1, DetectOptions(raster_regions=False))
+    assert [b for b in off if b.kind in CROP_KINDS] == []
 
 
 def test_prose_page_has_no_crop_blocks(report_pdf: Path) -> None:

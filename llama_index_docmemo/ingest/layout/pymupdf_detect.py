@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pymupdf
 
 from llama_index_docmemo.errors import IngestError
@@ -24,6 +25,7 @@ from llama_index_docmemo.ingest.layout.blocks import (
     iou,
     union_box,
 )
+from llama_index_docmemo.ingest.layout.raster_regions import ink_mask, raster_regions
 
 SOURCE = "pymupdf"
 _CAPTION_START = re.compile(
@@ -44,6 +46,9 @@ class DetectOptions:
         max_page_share: graphics covering more of the page than this are backgrounds, not figures.
         caption_gap: largest vertical gap (points) between a block and its caption.
         caption_in_box: a block's box takes in its caption, so the crop shows what the figure is.
+        raster_regions: split a page that is one picture (no text layer, an image covering it) into
+            regions by whitespace cuts (:mod:`.raster_regions`), rendered at ``raster_dpi``;
+            ``raster_gap`` is the narrowest blank band (points) between two regions.
     """
 
     layout_model: bool = True
@@ -52,6 +57,9 @@ class DetectOptions:
     max_page_share: float = 0.85
     caption_gap: float = 40.0
     caption_in_box: bool = True
+    raster_regions: bool = True
+    raster_dpi: int = 36
+    raster_gap: float = 14.0
 
 
 def layout_model_available() -> bool:
@@ -105,7 +113,9 @@ def _detect_page(doc: pymupdf.Document, page_no: int, opts: DetectOptions) -> li
         and not any(_part_of(t.bbox, m.bbox) for m in model_tables)
     ]
     tables += [m for m in model_tables if all(iou(m.bbox, t.bbox) < 0.5 for t in tables)]
-    graphics = _graphics(page, pictures, tables, page_box, opts)
+    graphics = _graphics(page, pictures, tables, page_box, opts) + _picture_page_regions(
+        page, page_box, opts
+    )
     captions = [r for r in regions if r.kind == "caption"] + _caption_lines(page, regions)
     equations = [r for r in regions if r.kind == "equation"]
     titles = [
@@ -248,6 +258,31 @@ def _graphics(
         and not any(_inside(c.bbox, p.bbox) for p in kept_pictures)
     ]
     return kept_pictures + _merge_graphics(others)
+
+
+def _picture_page_regions(page: pymupdf.Page, page_box: BBox, opts: DetectOptions) -> list[_Region]:
+    """Regions of a page that is a single picture, largest first (the ranking keeps reading order on
+    ties, and the largest block of a slide is most often its chart or table)."""
+    if not opts.raster_regions or page.get_text("text").strip():
+        return []
+    if not any(
+        containment(page_box, _box(info["bbox"])) >= opts.max_page_share
+        for info in page.get_image_info()
+    ):
+        return []
+    pix = page.get_pixmap(dpi=opts.raster_dpi, colorspace=pymupdf.csRGB, alpha=False)
+    pixels = np.frombuffer(pix.samples, dtype=np.uint8).reshape(pix.height, pix.width, pix.n)
+    size = (page_box[2] - page_box[0], page_box[3] - page_box[1])
+    boxes = raster_regions(ink_mask(pixels), size, min_side=opts.min_side, gap=opts.raster_gap)
+    shifted = [
+        (b[0] + page_box[0], b[1] + page_box[1], b[2] + page_box[0], b[3] + page_box[1])
+        for b in boxes
+    ]
+    return [
+        _Region("figure", b)
+        for b in sorted(shifted, key=area, reverse=True)
+        if area(b) <= opts.max_page_share * area(page_box)
+    ]
 
 
 def _merge_graphics(items: list[_Region]) -> list[_Region]:
