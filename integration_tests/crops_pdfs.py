@@ -146,3 +146,24 @@ def make_slide_pdf(path: Path) -> Path:
     doc.save(str(path))
     doc.close()
     return path
+
+
+GRID_PHOTOS = [
+    (72.0 + 156 * c, 100.0 + 118.5 * r, 222.0 + 156 * c, 212.5 + 118.5 * r)
+    for r in range(2)
+    for c in range(2)
+]
+
+
+def make_photo_grid_pdf(path: Path) -> Path:
+    """A cover: four photos, 6 pt apart, each in a ruled cell (a layout, not a table nor one figure)."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=612, height=792)
+    photo = _photo_png()
+    for x0, y0, x1, y1 in GRID_PHOTOS:
+        page.insert_image(pymupdf.Rect(x0, y0, x1, y1), stream=photo)
+        page.draw_rect(pymupdf.Rect(x0 - 2, y0 - 2, x1 + 2, y1 + 2))
+    page.insert_text((72, 380), "Annual report 2024", fontsize=20)
+    doc.save(str(path))
+    doc.close()
+    return path

@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 from crops_pdfs import (
     CHART_BARS_BOX,
+    GRID_PHOTOS,
     PHOTO_BOX,
     SLIDE_CHART_BOX,
     TABLE_BOX,
     make_figures_pdf,
+    make_photo_grid_pdf,
     make_report_pdf,
     make_slide_pdf,
 )
@@ -79,6 +81,16 @@ def test_photo_and_chart_side_by_side_stay_apart(tmp_path: Path, options: Detect
     assert chart.caption == "Figure 2: Staff count by region"
     assert containment(PHOTO_BOX, photo.bbox) > 0.99 and photo.bbox[3] > PHOTO_BOX[3] + 10
     assert iou(photo.bbox, chart.bbox) == 0.0
+
+
+@pytest.mark.parametrize("options", [WITH_MODEL, LINES_ONLY])
+def test_photos_in_a_ruled_grid_stay_four_figures(tmp_path: Path, options: DetectOptions) -> None:
+    """The grid's rules are no table and no chart, and photos side by side are not merged."""
+    pdf = make_photo_grid_pdf(tmp_path / "cover.pdf")
+    blocks = [b for b in detect_layout_pymupdf(pdf, 1, options) if b.kind in CROP_KINDS]
+    assert [b.kind for b in blocks] == ["figure"] * 4
+    for photo in GRID_PHOTOS:
+        assert max(iou(b.bbox, photo) for b in blocks) > 0.95
 
 
 def test_an_image_only_slide_is_cut_into_its_regions(tmp_path: Path) -> None:

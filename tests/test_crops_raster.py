@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from llama_index_docmemo.ingest.layout.raster_regions import ink_mask, raster_regions, xy_cut
+from llama_index_docmemo.ingest.layout.raster_regions import (
+    ink_mask,
+    raster_regions,
+    without_rules,
+    xy_cut,
+)
 
 
 def slide_mask() -> np.ndarray:
@@ -46,6 +51,25 @@ def test_ink_is_what_differs_from_a_coloured_background() -> None:
     grey = np.full((30, 30), 250, dtype=np.uint8)
     grey[5:10, 5:10] = 0
     assert ink_mask(grey).sum() == 25
+
+
+def test_a_card_on_a_coloured_margin_is_the_background_and_the_margin_a_frame() -> None:
+    pixels = np.full((100, 100, 3), (200, 30, 30), dtype=np.uint8)  # red margin
+    pixels[10:90, 10:90] = 255  # the white card, most of the page
+    pixels[30:60, 20:50] = 0  # a black chart on it
+    mask = ink_mask(pixels)
+    assert mask[30:60, 20:50].all() and not mask[70:90, 60:90].any()
+    assert mask[:10].all()  # the margin is ink until the frame rule removes it
+    assert xy_cut(without_rules(mask), min_gap=3) == [(20, 30, 50, 60)]
+
+
+def test_rules_across_the_page_are_cleared_but_blocks_kept() -> None:
+    mask = np.zeros((50, 50), dtype=bool)
+    mask[0, :] = mask[:, 49] = True  # a frame's top and right edges
+    mask[20:30, 10:40] = True  # a block 60% of the width
+    cleared = without_rules(mask)
+    assert not cleared[0].any() and not cleared[:, 49].any()
+    assert cleared[20:30, 10:40].all() and cleared.sum() == 300
 
 
 def test_regions_are_scaled_to_points_and_small_ones_dropped() -> None:

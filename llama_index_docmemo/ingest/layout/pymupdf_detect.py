@@ -106,11 +106,13 @@ def _detect_page(doc: pymupdf.Document, page_no: int, opts: DetectOptions) -> li
     # Line grids inside a picture are a chart's axes and gridlines, not a table; a ruled frame around a
     # picture is its border; a ruled part of a table the model saw whole is that table.
     model_tables = [r for r in regions if r.kind == "table"]
+    images = [_box(info["bbox"]) for info in page.get_image_info()]
     tables = [
         t
         for t in _tables(page, opts)
         if not any(_nested(t.bbox, p.bbox) for p in pictures)
         and not any(_part_of(t.bbox, m.bbox) for m in model_tables)
+        and not _holds_images(t.bbox, images)
     ]
     tables += [m for m in model_tables if all(iou(m.bbox, t.bbox) < 0.5 for t in tables)]
     graphics = _graphics(page, pictures, tables, page_box, opts) + _picture_page_regions(
@@ -159,6 +161,12 @@ def _detect_page(doc: pymupdf.Document, page_no: int, opts: DetectOptions) -> li
             for region in regions
         )
     return blocks
+
+
+def _holds_images(table: BBox, images: list[BBox]) -> bool:
+    """A ruled grid a quarter of which is raster images is a page layout (a cover, a photo grid)."""
+    inside = sum(area(i) * containment(i, table) for i in images)
+    return inside >= 0.25 * area(table)
 
 
 def _part_of(part: BBox, whole: BBox) -> bool:
@@ -242,13 +250,13 @@ def _graphics(
     drawings = page.get_drawings()
     clusters = page.cluster_drawings(drawings=drawings) if drawings else []
     candidates: list[_Region] = []
+    images = [_box(info["bbox"]) for info in page.get_image_info()]
     for rect in clusters:
         box = _box(rect)
         members = sum(1 for d in drawings if containment(_box(d["rect"]), box) > 0.9)
-        if members >= 3:
+        if members >= 3 and not _holds_images(box, images):
             candidates.append(_Region("chart", box))
-    for info in page.get_image_info():
-        candidates.append(_Region("figure", _box(info["bbox"])))
+    candidates += [_Region("figure", box) for box in images]
     kept_pictures = [p for p in pictures if 0 < area(p.bbox) <= max_area]
     others = [
         c
@@ -294,7 +302,7 @@ def _merge_graphics(items: list[_Region]) -> list[_Region]:
         for i in range(len(merged)):
             for j in range(i + 1, len(merged)):
                 a, b = merged[i], merged[j]
-                if _belong_together(a.bbox, b.bbox):
+                if _belong_together(a.bbox, b.bbox, adjacent="chart" in (a.kind, b.kind)):
                     kind = "chart" if "chart" in (a.kind, b.kind) else "figure"
                     merged[i] = _Region(kind, union_box(a.bbox, b.bbox))
                     del merged[j]
@@ -305,9 +313,13 @@ def _merge_graphics(items: list[_Region]) -> list[_Region]:
     return merged
 
 
-def _belong_together(a: BBox, b: BBox, gap: float = 10.0) -> bool:
+def _belong_together(a: BBox, b: BBox, adjacent: bool, gap: float = 10.0) -> bool:
+    """Overlapping regions are one; touching ones too when ``adjacent`` (a chart's drawings and
+    labels), not two photos side by side in a grid."""
     if iou(a, b) >= 0.3 or containment(a, b) >= 0.8 or containment(b, a) >= 0.8:
         return True
+    if not adjacent:
+        return False
     grown = (a[0] - gap, a[1] - gap, a[2] + gap, a[3] + gap)
     return containment(b, grown) > 0.0 and _overlap_1d(a[0], a[2], b[0], b[2]) > 0.5 * min(
         a[2] - a[0], b[2] - b[0]

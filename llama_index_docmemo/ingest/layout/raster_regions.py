@@ -16,17 +16,25 @@ from llama_index_docmemo.ingest.layout.blocks import BBox
 def ink_mask(pixels: np.ndarray, tolerance: int = 40) -> np.ndarray:
     """Pixels (H x W x channels, uint8) that differ from the page's background colour.
 
-    The background is the most frequent colour of the page's border (slides have coloured ones too).
+    The background is the page's most frequent colour (coarsely binned): the slide's own colour, or the
+    card its content sits on, whose coloured margin then reads as a frame (see :func:`without_rules`).
     """
     if pixels.ndim == 2:
         pixels = pixels[:, :, None]
-    border = np.concatenate([pixels[0], pixels[-1], pixels[:, 0], pixels[:, -1]], axis=0).astype(
-        np.int16
-    )
-    colours, counts = np.unique(border // 8, axis=0, return_counts=True)
+    binned = pixels.reshape(-1, pixels.shape[2]) // 8
+    colours, counts = np.unique(binned, axis=0, return_counts=True)
     background = colours[np.argmax(counts)] * 8 + 4
     distance = np.abs(pixels.astype(np.int16) - background).max(axis=2)
     return distance > tolerance
+
+
+def without_rules(mask: np.ndarray, share: float = 0.9) -> np.ndarray:
+    """``mask`` with its page-wide rows and page-high columns cleared: a slide's frame, its header bar
+    and separator rules join every block into one, while no figure spans the whole page."""
+    out = mask.copy()
+    out[mask.mean(axis=1) >= share, :] = False
+    out[:, mask.mean(axis=0) >= share] = False
+    return out
 
 
 def _runs(profile: np.ndarray, min_gap: int) -> list[tuple[int, int]]:
@@ -90,7 +98,7 @@ def raster_regions(
     sx, sy = page_size[0] / width, page_size[1] / height
     cells = max(1, round(gap / max(sx, sy)))
     out: list[BBox] = []
-    for x0, y0, x1, y1 in xy_cut(mask, cells):
+    for x0, y0, x1, y1 in xy_cut(without_rules(mask), cells):
         box = (x0 * sx, y0 * sy, x1 * sx, y1 * sy)
         if min(box[2] - box[0], box[3] - box[1]) >= min_side:
             out.append(box)
