@@ -85,12 +85,17 @@ def test_photo_and_chart_side_by_side_stay_apart(tmp_path: Path, options: Detect
 
 @pytest.mark.parametrize("options", [WITH_MODEL, LINES_ONLY])
 def test_photos_in_a_ruled_grid_stay_four_figures(tmp_path: Path, options: DetectOptions) -> None:
-    """The grid's rules are no table and no chart, and photos side by side are not merged."""
+    """The grid's rules are no table and no chart, and photos side by side are not merged; more than
+    three figures also get one block spanning them (fewer do not)."""
     pdf = make_photo_grid_pdf(tmp_path / "cover.pdf")
     blocks = [b for b in detect_layout_pymupdf(pdf, 1, options) if b.kind in CROP_KINDS]
-    assert [b.kind for b in blocks] == ["figure"] * 4
+    assert [b.kind for b in blocks] == ["figure"] * 5
     for photo in GRID_PHOTOS:
         assert max(iou(b.bbox, photo) for b in blocks) > 0.95
+    spanning = (GRID_PHOTOS[0][0], GRID_PHOTOS[0][1], GRID_PHOTOS[3][2], GRID_PHOTOS[3][3])
+    assert max(iou(b.bbox, spanning) for b in blocks) > 0.97
+    four = replace(options, group_figures_over=4)
+    assert len([b for b in detect_layout_pymupdf(pdf, 1, four) if b.kind in CROP_KINDS]) == 4
 
 
 def test_an_image_only_slide_is_cut_into_its_regions(tmp_path: Path) -> None:

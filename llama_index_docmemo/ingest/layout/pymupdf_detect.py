@@ -49,6 +49,8 @@ class DetectOptions:
         raster_regions: split a page that is one picture (no text layer, an image covering it) into
             regions by whitespace cuts (:mod:`.raster_regions`), rendered at ``raster_dpi``;
             ``raster_gap`` is the narrowest blank band (points) between two regions.
+        group_figures_over: a page with more figures/charts than this also gets one block spanning
+            them all.
     """
 
     layout_model: bool = True
@@ -58,6 +60,7 @@ class DetectOptions:
     caption_gap: float = 40.0
     caption_in_box: bool = True
     raster_regions: bool = True
+    group_figures_over: int = 3
     raster_dpi: int = 36
     raster_gap: float = 14.0
 
@@ -149,6 +152,7 @@ def _detect_page(doc: pymupdf.Document, page_no: int, opts: DetectOptions) -> li
                 source=SOURCE,
             )
         )
+    blocks += _figure_group(blocks, page_no, page_box, opts)
     for kind, regions in (("equation", equations), ("caption", captions)):
         blocks.extend(
             LayoutBlock(
@@ -161,6 +165,28 @@ def _detect_page(doc: pymupdf.Document, page_no: int, opts: DetectOptions) -> li
             for region in regions
         )
     return blocks
+
+
+def _figure_group(
+    blocks: list[LayoutBlock], page_no: int, page_box: BBox, opts: DetectOptions
+) -> list[LayoutBlock]:
+    """One block spanning a page's many figures (a photo grid, a row of wheels, an icon menu): a
+    question about all of them ("how many ...") needs them in one view, which per-page caps on single
+    crops cannot give."""
+    figures = [b for b in blocks if b.kind in ("figure", "chart")]
+    if len(figures) <= opts.group_figures_over:
+        return []
+    box = figures[0].bbox
+    for block in figures[1:]:
+        box = union_box(box, block.bbox)
+    if area(box) > opts.max_page_share * area(page_box):
+        return []
+    caption = " ".join(b.caption for b in figures if b.caption)
+    return [
+        LayoutBlock(
+            page=page_no, kind="figure", bbox=box, caption=caption[:_MAX_TEXT], source=SOURCE
+        )
+    ]
 
 
 def _holds_images(table: BBox, images: list[BBox]) -> bool:
