@@ -6,7 +6,11 @@ page is analysed with :func:`detect_layout_pymupdf` under several option variant
 * detected: some table/chart/figure block on the gold page has IoU >= threshold with the gold box;
 * selected: one of the crops :class:`CropPostprocessor`'s ranking keeps for that question (caps applied) does.
 
-Usage: python benchmarks/crop_coverage.py --data /work/shared/data [--limit N] [--out report.md]
+Both are given over the tuning and report halves of the documents (the evaluation's fixed rule,
+:func:`llama_index_docmemo.evaluation.datasets.split_of`) and per evidence source, with Wilson intervals.
+
+Usage: python benchmarks/crop_coverage.py --data /work/shared/data [--variants default] [--limit N]
+       [--out report.md] [--json coverage.json]
 """
 
 from __future__ import annotations
@@ -18,129 +22,164 @@ import sys
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pymupdf
 
-from llama_index_docmemo.ingest.layout import CROP_KINDS, DetectOptions, detect_layout_pymupdf, iou
-from llama_index_docmemo.postprocessors.crop_ranking import Candidate, select_crops
+from llama_index_docmemo.evaluation.datasets import load_dataset, split_of
+from llama_index_docmemo.evaluation.grounding import (
+    COVER_IOU,
+    VISUAL_SOURCES,
+    CropCaps,
+    GoldBox,
+    covers,
+    gold_boxes,
+    has_visual_boxes,
+    kept_crops,
+)
+from llama_index_docmemo.evaluation.stats import wilson_interval
+from llama_index_docmemo.ingest.layout import CROP_KINDS, DetectOptions, detect_layout_pymupdf
+from llama_index_docmemo.postprocessors.crops import CropPostprocessor
 
-VISUAL_SOURCES = ("Table", "Chart", "Figure")
+HALVES = {"tune": "tuning", "report": "report"}
 VARIANTS: dict[str, DetectOptions] = {
-    "default": DetectOptions(),  # layout model + find_tables(use_layout=False)
-    "use_layout": DetectOptions(
-        table_use_layout=True
-    ),  # layout model + find_tables(use_layout=True)
+    "default": DetectOptions(),
+    "use_layout": DetectOptions(table_use_layout=True),  # find_tables gated by the layout model
     "no_model": DetectOptions(layout_model=False),  # line tables, images, drawing clusters only
 }
 
 
-def load_cases(data: Path) -> list[dict]:
-    """(question, doc, page, gold box, source types) for every gold box of a visual-evidence question."""
-    cases = []
-    with open(data / "mmlongbench-doc" / "qa.jsonl", encoding="utf-8") as fh:
-        for line in fh:
-            q = json.loads(line)
-            sources = [s for s in q.get("evidence_sources") or [] if s in VISUAL_SOURCES]
-            if not sources or not q.get("evidence_bboxes"):
-                continue
-            for box in q["evidence_bboxes"]:
-                cases.append(
-                    {
-                        "qid": q["qid"],
-                        "question": q["question"],
-                        "doc": q["doc"],
-                        "page": int(box["page"]),
-                        "page_size": box.get("page_size"),
-                        "bbox": tuple(float(v) for v in box["bbox"]),
-                        "sources": sources,
-                    }
-                )
-    return cases
+def default_caps() -> CropCaps:
+    """The caps and size floor of a default :class:`CropPostprocessor` (what the engine keeps)."""
+    crops = CropPostprocessor.model_fields
+    return CropCaps(
+        max_crops=crops["max_crops"].default,
+        max_table_crops=crops["max_table_crops"].default,
+        max_per_page=crops["max_crops_per_page"].default,
+        min_side=crops["min_side_pt"].default,
+        kinds=CROP_KINDS,
+    )
 
 
-def gold_in_points(case: dict, page: pymupdf.Page) -> tuple[float, float, float, float]:
-    """The gold box in the page's own points (rescaled when the annotation used another page size)."""
-    x0, y0, x1, y1 = case["bbox"]
-    if case["page_size"]:
-        sx = page.rect.width / float(case["page_size"][0])
-        sy = page.rect.height / float(case["page_size"][1])
-        return (x0 * sx, y0 * sy, x1 * sx, y1 * sy)
-    return (x0, y0, x1, y1)
+Counts = dict[
+    str, dict[str, dict[str, list[int]]]
+]  # variant -> half -> group -> [n, detected, selected]
 
 
-def run(data: Path, limit: int | None, threshold: float, variants: list[str]) -> tuple[str, dict]:
-    cases = load_cases(data)[:limit] if limit else load_cases(data)
-    chosen_variants = {v: VARIANTS[v] for v in variants}
-    stats: dict[str, dict[str, list[int]]] = {
-        v: defaultdict(lambda: [0, 0, 0]) for v in chosen_variants
-    }  # variant -> group -> [n, detected, selected]
+def run(
+    data: Path, limit: int | None, variants: list[str], half: str = "all"
+) -> tuple[Counts, dict[str, float]]:
+    """Counts per variant, half and group, and seconds of detection per page per variant."""
+    dataset = load_dataset(data / "mmlongbench-doc", check_pdfs=False)
+    items = [
+        item
+        for item in dataset
+        if has_visual_boxes(item) and half in ("all", HALVES[split_of(item.doc)])
+    ]
+    caps = default_caps()
+    counts: Counts = {v: defaultdict(lambda: defaultdict(lambda: [0, 0, 0])) for v in variants}
     seconds: dict[str, float] = defaultdict(float)
     pages_done: dict[str, int] = defaultdict(int)
-    by_doc: dict[str, list[dict]] = defaultdict(list)
-    for case in cases:
-        by_doc[case["doc"]].append(case)
-    for doc_name, doc_cases in sorted(by_doc.items()):
-        with pymupdf.open(str(data / "mmlongbench-doc" / "pdfs" / doc_name)) as doc:
-            for variant, opts in chosen_variants.items():
-                blocks_by_page = {}
-                for page_no in sorted({c["page"] for c in doc_cases}):
-                    if not 1 <= page_no <= doc.page_count:
-                        continue
+    by_doc: dict[str, list] = defaultdict(list)
+    for item in items:
+        by_doc[item.doc].append(item)
+    n_boxes = 0
+    for doc_name, doc_items in sorted(by_doc.items()):
+        with pymupdf.open(str(dataset.pdf_path(doc_name))) as doc:
+            sizes = [(page.rect.width, page.rect.height) for page in doc]
+            golds: list[tuple[Any, GoldBox]] = [
+                (item, gold)
+                for item in doc_items
+                for gold in gold_boxes(
+                    item, lambda ref, sizes=sizes: sizes[min(ref.page, len(sizes)) - 1]
+                )
+                if 1 <= gold.ref.page <= doc.page_count
+            ]
+            if limit is not None:
+                golds = golds[: max(0, limit - n_boxes)]
+            n_boxes += len(golds)
+            for variant in variants:
+                blocks = {}
+                for ref in sorted({gold.ref for _, gold in golds}, key=lambda r: r.page):
                     start = time.perf_counter()
-                    blocks_by_page[page_no] = detect_layout_pymupdf(doc, page_no, opts)
+                    blocks[ref] = detect_layout_pymupdf(doc, ref.page, VARIANTS[variant])
                     seconds[variant] += time.perf_counter() - start
                     pages_done[variant] += 1
-                for case in doc_cases:
-                    blocks = [
+                for item, gold in golds:
+                    on_page = [
                         b
-                        for b in blocks_by_page.get(case["page"], [])
-                        if b.kind in CROP_KINDS and min(b.width, b.height) >= 36.0
+                        for b in blocks[gold.ref]
+                        if b.kind in CROP_KINDS and min(b.width, b.height) >= caps.min_side
                     ]
-                    gold = gold_in_points(case, doc[case["page"] - 1])
-                    detected = any(iou(b.bbox, gold) >= threshold for b in blocks)
-                    chosen = select_crops(
-                        case["question"],
-                        [Candidate(block=b, page_rank=0, node_index=0) for b in blocks],
-                        max_crops=8,
-                        max_table_crops=5,
-                        max_per_page=3,
-                        kinds=CROP_KINDS,
-                    )
-                    selected = any(iou(c.block.bbox, gold) >= threshold for c, _ in chosen)
-                    for group in ["all", *case["sources"]]:
-                        row = stats[variant][group]
-                        row[0] += 1
-                        row[1] += int(detected)
-                        row[2] += int(selected)
+                    detected = any(covers(b.bbox, gold.bbox) for b in on_page)
+                    kept = kept_crops(item.question, [gold.ref], blocks.__getitem__, caps)
+                    selected = any(covers(box, gold.bbox) for _, box in kept)
+                    sources = [s for s in item.extra["evidence_sources"] if s in VISUAL_SOURCES]
+                    for half in (HALVES[split_of(item.doc)], "all"):
+                        for group in ("all", *sources):
+                            row = counts[variant][half][group]
+                            row[0] += 1
+                            row[1] += int(detected)
+                            row[2] += int(selected)
         print(f"done {doc_name}", file=sys.stderr, flush=True)
-    return render(stats, seconds, pages_done, threshold, len(cases)), {
-        v: {g: dict(zip(("n", "detected", "selected"), r, strict=True)) for g, r in s.items()}
-        for v, s in stats.items()
+        if limit is not None and n_boxes >= limit:
+            break
+    return counts, {v: seconds[v] / max(1, pages_done[v]) for v in variants}
+
+
+def rates(row: list[int]) -> dict[str, Any]:
+    n, det, sel = row
+    return {
+        "n_boxes": n,
+        "detected": det / n if n else None,
+        "selected": sel / n if n else None,
+        "selected_ci": list(wilson_interval(sel, n)),
     }
 
 
-def render(
-    stats: dict, seconds: dict[str, float], pages: dict[str, int], threshold: float, n: int
-) -> str:
+def half_entry(groups: dict[str, list[int]]) -> dict[str, Any]:
+    """``{"n_boxes", "detected", "selected", "selected_ci", "by_source": {Table: {...}, ...}}``."""
+    entry = rates(groups.get("all", [0, 0, 0]))
+    entry["by_source"] = {s: rates(groups[s]) for s in VISUAL_SOURCES if s in groups}
+    return entry
+
+
+def to_json(counts: Counts, per_page: dict[str, float]) -> dict[str, Any]:
+    """The first variant's halves at the top level; every variant under ``variants``."""
+    variants = {
+        v: {
+            **{half: half_entry(counts[v][half]) for half in ("tuning", "report", "all")},
+            "seconds_per_page": per_page[v],
+        }
+        for v in counts
+    }
+    first = next(iter(variants))
+    return {"variant": first, "iou": COVER_IOU, **variants[first], "variants": variants}
+
+
+def render(report: dict[str, Any]) -> str:
     lines = [
-        f"# Crop coverage on MMLongBench-Doc (PyMuPDF detection, IoU >= {threshold})",
+        f"# Crop coverage on MMLongBench-Doc (PyMuPDF detection, IoU >= {report['iou']})",
         "",
-        f"{n} gold boxes of questions with Table/Chart/Figure evidence. detected: a table/chart/figure block on "
-        "the gold page overlaps the gold box; selected: one of the crops kept for the question "
-        "(CropPostprocessor ranking, caps 5 tables / 3 per page) does.",
+        f"{report['all']['n_boxes']} gold boxes of questions with Table/Chart/Figure evidence. detected: a "
+        "table/chart/figure block on the gold page overlaps the gold box; selected: one of the crops kept for "
+        "the question (CropPostprocessor ranking and caps) does. Halves: the evaluation's fixed split by "
+        "document; intervals: Wilson 95%.",
         "",
-        "| variant | group | n | detected | selected | s/page |",
-        "|---|---|---:|---:|---:|---:|",
+        "| variant | half | group | n | detected | selected [95% CI] | s/page |",
+        "|---|---|---|---:|---:|---:|---:|",
     ]
-    for variant, groups in stats.items():
-        per_page = seconds[variant] / max(1, pages[variant])
-        for group in ["all", *VISUAL_SOURCES]:
-            if group not in groups:
+    for variant, entry in report["variants"].items():
+        for half in ("tuning", "report", "all"):
+            if not entry[half]["n_boxes"]:
                 continue
-            total, det, sel = groups[group]
-            lines.append(
-                f"| {variant} | {group} | {total} | {det / total:.1%} | {sel / total:.1%} | {per_page:.2f} |"
-            )
+            groups = {"all": entry[half], **entry[half]["by_source"]}
+            for group, r in groups.items():
+                lo, hi = r["selected_ci"]
+                lines.append(
+                    f"| {variant} | {half} | {group} | {r['n_boxes']} | {r['detected']:.1%} | "
+                    f"{r['selected']:.1%} [{lo:.1%}, {hi:.1%}] | {entry['seconds_per_page']:.2f} |"
+                )
     return "\n".join(lines) + "\n"
 
 
@@ -150,25 +189,34 @@ def main() -> None:
         "--data", default=os.environ.get("DOCMEMO_DATA"), help="folder holding mmlongbench-doc/"
     )
     parser.add_argument("--limit", type=int, default=None, help="first N gold boxes only")
-    parser.add_argument("--iou", type=float, default=0.3)
     parser.add_argument(
         "--variants",
         default="default,use_layout,no_model",
-        help=f"comma-separated detection variants among {sorted(VARIANTS)}",
+        help=f"comma-separated detection variants among {sorted(VARIANTS)} (the first goes to the "
+        "top level of --json)",
     )
     parser.add_argument(
-        "--out", default=None, help="write the Markdown report here (and a .json beside it)"
+        "--half",
+        choices=("tuning", "report", "all"),
+        default="all",
+        help="documents of one half only (tune on tuning, report on report)",
     )
+    parser.add_argument("--out", default=None, help="write the Markdown report here")
+    parser.add_argument("--json", default=None, help="write the rates as JSON here")
     args = parser.parse_args()
     if not args.data:
         parser.error("--data or $DOCMEMO_DATA is required")
-    report, raw = run(Path(args.data), args.limit, args.iou, args.variants.split(","))
-    print(report)
-    if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(report, encoding="utf-8")
-        out.with_suffix(".json").write_text(json.dumps(raw, indent=2), encoding="utf-8")
+    variants = args.variants.split(",")
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:
+        parser.error(f"unknown variant(s) {', '.join(unknown)}; choose among {sorted(VARIANTS)}")
+    report = to_json(*run(Path(args.data), args.limit, variants, args.half))
+    markdown = render(report)
+    print(markdown)
+    for path, text in ((args.out, markdown), (args.json, json.dumps(report, indent=2) + "\n")):
+        if path:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
-"""Generated PDFs with real ruled tables and vector bar charts, for the crop tests."""
+"""Generated PDFs with real ruled tables, vector bar charts and raster photos, for the crop tests."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pymupdf
+from PIL import Image, ImageDraw
 
 ROWS = [
     ["Region", "Revenue", "Profit", "Staff"],
@@ -71,6 +73,97 @@ def make_report_pdf(path: Path) -> Path:
             f"Table {i + 3}: Segment {i}",
             [r[:2] for r in ROWS],
         )
+    doc.save(str(path))
+    doc.close()
+    return path
+
+
+PHOTO_BOX = (72.0, 170.0, 272.0, 320.0)  # 4:3, as the image
+
+
+def _photo_png() -> bytes:
+    """A raster 'photo': coloured strokes on white (no text, so only its image box marks it)."""
+    image = Image.new("RGB", (400, 300), "white")
+    pen = ImageDraw.Draw(image)
+    for i in range(8):
+        pen.line((0, 40 * i, 400, 300 - 30 * i), fill=(200, 30 * i, 40), width=4)
+    pen.ellipse((100, 80, 300, 220), outline="navy", width=6)
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def make_figures_pdf(path: Path) -> Path:
+    """One page: a framed raster photo and, beside it, a vector bar chart, each captioned below."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=612, height=792)
+    page.insert_text((72, 60), "Results of the field study", fontsize=14)
+    for i in range(5):
+        page.insert_text(
+            (72, 90 + 14 * i),
+            "The photographs below were taken at the northern site in spring.",
+            fontsize=10,
+        )
+    page.insert_image(pymupdf.Rect(PHOTO_BOX), stream=_photo_png())
+    page.draw_rect(pymupdf.Rect(66, 164, 278, 326))  # a ruled frame around the photo
+    page.insert_text((72, 341), "Figure 1: Aerial view of the northern site", fontsize=10)
+    draw_bar_chart(page, 290, 370, "Figure 2: Staff count by region")
+    for i in range(8):
+        page.insert_text(
+            (72, 440 + 14 * i),
+            "Discussion of the figures continues with more prose text here.",
+            fontsize=10,
+        )
+    doc.save(str(path))
+    doc.close()
+    return path
+
+
+SLIDE_CHART_BOX = (60.0, 150.0, 460.0, 480.0)  # points on a 768 x 576 slide
+
+
+def make_slide_pdf(path: Path) -> Path:
+    """An image-only slide (no text layer): a title band, a bar-chart panel and a text column, as pixels."""
+    scale = 2  # pixels per point
+    image = Image.new("RGB", (768 * scale, 576 * scale), (20, 40, 120))
+    pen = ImageDraw.Draw(image)
+    pen.rectangle((60 * scale, 40 * scale, 500 * scale, 90 * scale), fill="white")  # title
+    x0, y0, x1, y1 = (int(v * scale) for v in SLIDE_CHART_BOX)
+    pen.rectangle((x0, y0, x1, y1), fill="white")
+    for i, height in enumerate((200, 120, 260, 90)):
+        left = x0 + (40 + 90 * i) * scale
+        pen.rectangle(
+            (left, y1 - (20 + height) * scale, left + 60 * scale, y1 - 20 * scale), fill="orange"
+        )
+    for line in range(6):
+        top = (170 + 24 * line) * scale  # lines 8 pt apart: one text block
+        pen.rectangle((520 * scale, top, 720 * scale, top + 16 * scale), fill="white")
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG")
+    doc = pymupdf.open()
+    page = doc.new_page(width=768, height=576)
+    page.insert_image(page.rect, stream=buffer.getvalue())
+    doc.save(str(path))
+    doc.close()
+    return path
+
+
+GRID_PHOTOS = [
+    (72.0 + 156 * c, 100.0 + 118.5 * r, 222.0 + 156 * c, 212.5 + 118.5 * r)
+    for r in range(2)
+    for c in range(2)
+]
+
+
+def make_photo_grid_pdf(path: Path) -> Path:
+    """A cover: four photos, 6 pt apart, each in a ruled cell (a layout, not a table nor one figure)."""
+    doc = pymupdf.open()
+    page = doc.new_page(width=612, height=792)
+    photo = _photo_png()
+    for x0, y0, x1, y1 in GRID_PHOTOS:
+        page.insert_image(pymupdf.Rect(x0, y0, x1, y1), stream=photo)
+        page.draw_rect(pymupdf.Rect(x0 - 2, y0 - 2, x1 + 2, y1 + 2))
+    page.insert_text((72, 380), "Annual report 2024", fontsize=20)
     doc.save(str(path))
     doc.close()
     return path

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from crops_pdfs import CHART_BARS_BOX, TABLE_BOX, make_report_pdf
+from crops_pdfs import (
+    CHART_BARS_BOX,
+    GRID_PHOTOS,
+    PHOTO_BOX,
+    SLIDE_CHART_BOX,
+    TABLE_BOX,
+    make_figures_pdf,
+    make_photo_grid_pdf,
+    make_report_pdf,
+    make_slide_pdf,
+)
 
 from llama_index_docmemo.errors import IngestError
 from llama_index_docmemo.ingest.layout import (
@@ -14,6 +25,7 @@ from llama_index_docmemo.ingest.layout import (
     iou,
     layout_model_available,
 )
+from llama_index_docmemo.ingest.layout.blocks import CROP_KINDS, containment, union_box
 
 WITH_MODEL = pytest.param(
     DetectOptions(),
@@ -30,7 +42,7 @@ def report_pdf(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("options", [WITH_MODEL, LINES_ONLY])
 def test_table_and_chart_found_with_captions(report_pdf: Path, options: DetectOptions) -> None:
-    blocks = detect_layout_pymupdf(report_pdf, 1, options)
+    blocks = detect_layout_pymupdf(report_pdf, 1, replace(options, caption_in_box=False))
     (table,) = [b for b in blocks if b.kind == "table"]
     assert iou(table.bbox, TABLE_BOX) > 0.95
     assert table.caption == "Table 1: Revenue by region in 2023"
@@ -42,6 +54,61 @@ def test_table_and_chart_found_with_captions(report_pdf: Path, options: DetectOp
     assert all(b.source == "pymupdf" and b.page == 1 for b in blocks)
 
 
+@pytest.mark.parametrize("options", [WITH_MODEL, LINES_ONLY])
+def test_a_crop_box_takes_in_its_caption(report_pdf: Path, options: DetectOptions) -> None:
+    """MMLongBench-Doc's evidence boxes, and a reader, see a figure with its caption."""
+    tight = detect_layout_pymupdf(report_pdf, 1, replace(options, caption_in_box=False))
+    blocks = detect_layout_pymupdf(report_pdf, 1, options)
+    captions = {b.text: b.bbox for b in blocks if b.kind == "caption"}
+    for kind in ("table", "chart"):
+        (before,) = [b for b in tight if b.kind == kind]
+        (after,) = [b for b in blocks if b.kind == kind]
+        assert after.caption == before.caption
+        assert after.bbox == union_box(before.bbox, captions[after.caption])
+        assert after.bbox != before.bbox
+
+
+@pytest.mark.parametrize("options", [WITH_MODEL, LINES_ONLY])
+def test_photo_and_chart_side_by_side_stay_apart(tmp_path: Path, options: DetectOptions) -> None:
+    """The model marks the chart's label row as a thin 'picture': that sliver must not hide the chart,
+    and the photo's frame is no table."""
+    pdf = make_figures_pdf(tmp_path / "figures.pdf")
+    blocks = [b for b in detect_layout_pymupdf(pdf, 1, options) if b.kind in CROP_KINDS]
+    assert sorted(b.kind for b in blocks) == ["chart", "figure"]
+    (photo,) = [b for b in blocks if b.kind == "figure"]
+    (chart,) = [b for b in blocks if b.kind == "chart"]
+    assert photo.caption == "Figure 1: Aerial view of the northern site"
+    assert chart.caption == "Figure 2: Staff count by region"
+    assert containment(PHOTO_BOX, photo.bbox) > 0.99 and photo.bbox[3] > PHOTO_BOX[3] + 10
+    assert iou(photo.bbox, chart.bbox) == 0.0
+
+
+@pytest.mark.parametrize("options", [WITH_MODEL, LINES_ONLY])
+def test_photos_in_a_ruled_grid_stay_four_figures(tmp_path: Path, options: DetectOptions) -> None:
+    """The grid's rules are no table and no chart, and photos side by side are not merged; more than
+    three figures also get one block spanning them (fewer do not)."""
+    pdf = make_photo_grid_pdf(tmp_path / "cover.pdf")
+    blocks = [b for b in detect_layout_pymupdf(pdf, 1, options) if b.kind in CROP_KINDS]
+    assert [b.kind for b in blocks] == ["figure"] * 5
+    for photo in GRID_PHOTOS:
+        assert max(iou(b.bbox, photo) for b in blocks) > 0.95
+    spanning = (GRID_PHOTOS[0][0], GRID_PHOTOS[0][1], GRID_PHOTOS[3][2], GRID_PHOTOS[3][3])
+    assert max(iou(b.bbox, spanning) for b in blocks) > 0.97
+    four = replace(options, group_figures_over=4)
+    assert len([b for b in detect_layout_pymupdf(pdf, 1, four) if b.kind in CROP_KINDS]) == 4
+
+
+def test_an_image_only_slide_is_cut_into_its_regions(tmp_path: Path) -> None:
+    """No text layer, one full-page image: the chart panel is found by whitespace cuts, largest first."""
+    pdf = make_slide_pdf(tmp_path / "slide.pdf")
+    blocks = [b for b in detect_layout_pymupdf(pdf, 1) if b.kind in CROP_KINDS]
+    assert iou(blocks[0].bbox, SLIDE_CHART_BOX) > 0.95
+    assert all(b.kind == "figure" for b in blocks)
+    assert len(blocks) == 3  # the chart, the text column, the title band
+    off = detect_layout_pymupdf(pdf, 1, DetectOptions(raster_regions=False))
+    assert [b for b in off if b.kind in CROP_KINDS] == []
+
+
 def test_prose_page_has_no_crop_blocks(report_pdf: Path) -> None:
     assert [
         b for b in detect_layout_pymupdf(report_pdf, 2) if b.kind in ("table", "chart", "figure")
@@ -50,7 +117,8 @@ def test_prose_page_has_no_crop_blocks(report_pdf: Path) -> None:
 
 def test_plain_ruled_grids_keep_their_full_extent(report_pdf: Path) -> None:
     """The default find_tables(use_layout=False) returns each whole grid (use_layout=True cut columns off here)."""
-    tables = [b for b in detect_layout_pymupdf(report_pdf, 3) if b.kind == "table"]
+    tight = DetectOptions(caption_in_box=False)
+    tables = [b for b in detect_layout_pymupdf(report_pdf, 3, tight) if b.kind == "table"]
     assert len(tables) == 7
     assert all(
         b.width == pytest.approx(220, abs=1) and b.height == pytest.approx(100, abs=1)

@@ -164,6 +164,7 @@ def run_plan(plan: EvalPlan) -> int:
             judge_accuracy=_judge(plan, runs),
             judge=plan.judge_model,
             estimate=token_estimate(plan.cost_model),
+            grounding=_grounding(plan, runs),
         )
         write_plots(report, out)
         if plan.reader_map:
@@ -187,6 +188,54 @@ def run_plan(plan: EvalPlan) -> int:
 
 def _rate(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
+
+
+def _grounding(plan: EvalPlan, runs: dict[int, dict[str, list[QuestionRun]]]) -> Any:
+    """Complete-evidence-chain rates (:mod:`.grounding`) with the simulated reader, or None.
+
+    Only for a dataset with gold boxes; the pages read get PyMuPDF layout, cached in ``OUT/crops``
+    (a rerun reuses it), and the crop caps of a default :class:`CropPostprocessor`.
+    """
+    from llama_index_docmemo.evaluation.grounding import (
+        CropCaps,
+        grounding_report,
+        has_visual_boxes,
+    )
+
+    if not plan.simulated or not any(has_visual_boxes(item) for item in plan.dataset.items):
+        return None
+    import functools
+
+    import pymupdf
+
+    from llama_index_docmemo.postprocessors.crops import CropPostprocessor
+    from llama_index_docmemo.types import PageRef
+
+    crops = CropPostprocessor(cache_dir=str(plan.out / "crops"))
+
+    @functools.cache
+    def blocks_of(ref: PageRef) -> list[Any]:
+        return crops.blocks_for(ref.doc_id, str(plan.dataset.pdf_path(ref.doc_id)), ref.page)
+
+    @functools.cache
+    def page_sizes(doc_id: str) -> list[tuple[float, float]]:
+        with pymupdf.open(str(plan.dataset.pdf_path(doc_id))) as doc:
+            return [(page.rect.width, page.rect.height) for page in doc]
+
+    def page_size(ref: PageRef) -> tuple[float, float]:
+        sizes = page_sizes(ref.doc_id)
+        return sizes[min(max(ref.page, 1), len(sizes)) - 1]  # a label past the end: the last page's
+
+    caps = CropCaps(
+        max_crops=crops.max_crops,
+        max_table_crops=crops.max_table_crops,
+        max_per_page=crops.max_crops_per_page,
+        min_side=crops.min_side_pt,
+        kinds=tuple(crops.kinds),
+    )
+    return grounding_report(
+        runs, plan.dataset.items, blocks_of, page_size, caps=caps, fn=plan.fn, fp=plan.fp
+    )
 
 
 def _judge(plan: EvalPlan, runs: dict[int, dict[str, list[QuestionRun]]]) -> Any:

@@ -291,6 +291,26 @@ def render_markdown(report: Mapping[str, Any], *, settings: Mapping[str, Any]) -
     return "\n".join(lines)
 
 
+def render_grounding(grounding: Mapping[str, Any]) -> str:
+    """The complete-evidence-chain section of ``report.md``."""
+    lines = [
+        "",
+        "## Box grounding (simulated reader)",
+        "",
+        f"Questions with gold evidence boxes of Table/Chart/Figure evidence: {grounding['n_questions']}. "
+        "Each round's pages get the crops the crop ranking keeps (same caps for every engine); the "
+        "simulated reader labels a crop covering a gold box (IoU >= "
+        f"{grounding['cover_iou']}) useful with probability 1 - fn, any other with probability fp. "
+        "Complete chain: the crops labelled useful cover every gold box of the question.",
+        "",
+        "| engine | complete evidence chain [95% CI] | questions |",
+        "|---|---|---|",
+    ]
+    for name, e in grounding["engines"].items():
+        lines.append(f"| {name} | {_pct(e['complete_chain'])}{_ci(e['ci'])} | {e['n']} |")
+    return "\n".join(lines) + "\n"
+
+
 def write_report(
     out_dir: str | Path,
     *,
@@ -302,11 +322,13 @@ def write_report(
     judge_accuracy: Mapping[str, float] | None = None,
     judge: str | None = None,
     estimate: TokenEstimate | None = None,
+    grounding: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write ``report.json`` and ``report.md`` into ``out_dir``; returns the report.
 
     ``judge_accuracy`` (judged by the model ``judge``) goes to ``judge.json`` and a section of
-    ``report.md``.
+    ``report.md``; ``grounding`` (:func:`.grounding.grounding_report`) to ``report.json``'s
+    ``grounding`` and a section of ``report.md``.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -318,8 +340,12 @@ def write_report(
         settings=settings,
         estimate=estimate,
     )
+    if grounding is not None:
+        report["grounding"] = dict(grounding)
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     markdown = render_markdown(report, settings=settings)
+    if grounding is not None:
+        markdown += render_grounding(grounding)
     if judge_accuracy is not None:
         (out / "judge.json").write_text(
             json.dumps({"judge": judge, "accuracy": judge_accuracy}, indent=2) + "\n",

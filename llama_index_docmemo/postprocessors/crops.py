@@ -41,7 +41,8 @@ class CropPostprocessor(BaseNodePostprocessor):
         cache_dir: root of the layout cache (``layout/``) and crop images (``crops/``).
         max_table_crops: table crops per call (the paper: 5 per query).
         max_crops: crops of any kind per call.
-        max_crops_per_page: crops taken from one page node.
+        max_crops_per_page: crops taken from one page node (5: a page of several figures, and a
+            block spanning them, fits; ``max_crops`` still bounds the call).
         max_long_side: longest side of a crop image in pixels.
         dpi: rendering resolution before the long-side cap.
         min_side_pt: blocks narrower or shorter than this (PDF points) are not cropped.
@@ -53,7 +54,7 @@ class CropPostprocessor(BaseNodePostprocessor):
     cache_dir: str = Field(default_factory=lambda: str(default_cache_dir()))
     max_table_crops: int = Field(5, ge=0)
     max_crops: int = Field(8, ge=0)
-    max_crops_per_page: int = Field(3, ge=1)
+    max_crops_per_page: int = Field(5, ge=1)
     max_long_side: int = Field(1500, ge=64)
     dpi: int = Field(200, ge=36)
     min_side_pt: float = Field(36.0, ge=0.0)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pymupdf
 
 from llama_index_docmemo.errors import IngestError
@@ -24,6 +25,7 @@ from llama_index_docmemo.ingest.layout.blocks import (
     iou,
     union_box,
 )
+from llama_index_docmemo.ingest.layout.raster_regions import ink_mask, raster_regions
 
 SOURCE = "pymupdf"
 _CAPTION_START = re.compile(
@@ -43,6 +45,12 @@ class DetectOptions:
         min_side: smallest width/height (points) of a table, chart or figure kept.
         max_page_share: graphics covering more of the page than this are backgrounds, not figures.
         caption_gap: largest vertical gap (points) between a block and its caption.
+        caption_in_box: a block's box takes in its caption, so the crop shows what the figure is.
+        raster_regions: split a page that is one picture (no text layer, an image covering it) into
+            regions by whitespace cuts (:mod:`.raster_regions`), rendered at ``raster_dpi``;
+            ``raster_gap`` is the narrowest blank band (points) between two regions.
+        group_figures_over: a page with more figures/charts than this also gets one block spanning
+            them all.
     """
 
     layout_model: bool = True
@@ -50,6 +58,11 @@ class DetectOptions:
     min_side: float = 24.0
     max_page_share: float = 0.85
     caption_gap: float = 40.0
+    caption_in_box: bool = True
+    raster_regions: bool = True
+    group_figures_over: int = 3
+    raster_dpi: int = 36
+    raster_gap: float = 14.0
 
 
 def layout_model_available() -> bool:
@@ -89,15 +102,25 @@ def _detect_page(doc: pymupdf.Document, page_no: int, opts: DetectOptions) -> li
     page = doc[page_no - 1]
     page_box: BBox = tuple(page.rect)  # type: ignore[assignment]
     regions = _layout_regions(page, opts)
-    pictures = [r.bbox for r in regions if r.kind == "figure"]
-    # Line grids inside a picture are a chart's axes and gridlines, not a table.
-    tables = [t for t in _tables(page, opts) if all(containment(t.bbox, p) < 0.5 for p in pictures)]
-    tables += [
-        _Region("table", r.bbox, "")
-        for r in regions
-        if r.kind == "table" and all(iou(r.bbox, t.bbox) < 0.5 for t in tables)
+    # A sliver the model calls a picture (a row of axis labels) is no figure and must not hide one.
+    pictures = [
+        r for r in regions if r.kind == "figure" and min(r.width, r.height) >= opts.min_side
     ]
-    graphics = _graphics(page, regions, tables, page_box, opts)
+    # Line grids inside a picture are a chart's axes and gridlines, not a table; a ruled frame around a
+    # picture is its border; a ruled part of a table the model saw whole is that table.
+    model_tables = [r for r in regions if r.kind == "table"]
+    images = [_box(info["bbox"]) for info in page.get_image_info()]
+    tables = [
+        t
+        for t in _tables(page, opts)
+        if not any(_nested(t.bbox, p.bbox) for p in pictures)
+        and not any(_part_of(t.bbox, m.bbox) for m in model_tables)
+        and not _holds_images(t.bbox, images)
+    ]
+    tables += [m for m in model_tables if all(iou(m.bbox, t.bbox) < 0.5 for t in tables)]
+    graphics = _graphics(page, pictures, tables, page_box, opts) + _picture_page_regions(
+        page, page_box, opts
+    )
     captions = [r for r in regions if r.kind == "caption"] + _caption_lines(page, regions)
     equations = [r for r in regions if r.kind == "equation"]
     titles = [
@@ -108,20 +131,28 @@ def _detect_page(doc: pymupdf.Document, page_no: int, opts: DetectOptions) -> li
     for region in tables + graphics:
         if min(region.width, region.height) < opts.min_side:
             continue
-        caption = _caption_for(page, region.bbox, captions, opts.caption_gap) or _caption_for(
-            page, region.bbox, titles, opts.caption_gap, above_only=True
-        )
+        caption_box = _caption_for(region.bbox, captions, opts.caption_gap)
+        caption = _clip_text(page, caption_box) if caption_box else ""
+        if not caption:
+            title_box = _caption_for(region.bbox, titles, opts.caption_gap, above_only=True)
+            caption = _clip_text(page, title_box) if title_box else ""
         text = region.text or _clip_text(page, region.bbox)
+        bbox = (
+            union_box(region.bbox, caption_box)
+            if caption_box and opts.caption_in_box
+            else region.bbox
+        )
         blocks.append(
             LayoutBlock(
                 page=page_no,
                 kind=region.kind,
-                bbox=region.bbox,
+                bbox=bbox,
                 caption=caption,
                 text=text[:_MAX_TEXT],
                 source=SOURCE,
             )
         )
+    blocks += _figure_group(blocks, page_no, page_box, opts)
     for kind, regions in (("equation", equations), ("caption", captions)):
         blocks.extend(
             LayoutBlock(
@@ -134,6 +165,48 @@ def _detect_page(doc: pymupdf.Document, page_no: int, opts: DetectOptions) -> li
             for region in regions
         )
     return blocks
+
+
+def _figure_group(
+    blocks: list[LayoutBlock], page_no: int, page_box: BBox, opts: DetectOptions
+) -> list[LayoutBlock]:
+    """One block spanning a page's many figures (a photo grid, a row of wheels, an icon menu): a
+    question about all of them ("how many ...") needs them in one view, which per-page caps on single
+    crops cannot give."""
+    figures = [b for b in blocks if b.kind in ("figure", "chart")]
+    if len(figures) <= opts.group_figures_over:
+        return []
+    box = figures[0].bbox
+    for block in figures[1:]:
+        box = union_box(box, block.bbox)
+    if area(box) > opts.max_page_share * area(page_box):
+        return []
+    caption = " ".join(b.caption for b in figures if b.caption)
+    return [
+        LayoutBlock(
+            page=page_no, kind="figure", bbox=box, caption=caption[:_MAX_TEXT], source=SOURCE
+        )
+    ]
+
+
+def _holds_images(table: BBox, images: list[BBox]) -> bool:
+    """A ruled grid a quarter of which is raster images is a page layout (a cover, a photo grid)."""
+    inside = sum(area(i) * containment(i, table) for i in images)
+    return inside >= 0.25 * area(table)
+
+
+def _part_of(part: BBox, whole: BBox) -> bool:
+    return containment(part, whole) >= 0.9 and area(whole) > area(part)
+
+
+def _inside(part: BBox, picture: BBox) -> bool:
+    """Whether a drawing cluster or image is (mostly) a piece of the model's picture."""
+    return containment(part, picture) >= 0.5 or iou(part, picture) >= 0.3
+
+
+def _nested(a: BBox, b: BBox) -> bool:
+    """Whether one box lies mostly inside the other."""
+    return containment(a, b) >= 0.5 or containment(b, a) >= 0.5
 
 
 @dataclass
@@ -191,30 +264,59 @@ def _tables(page: pymupdf.Page, opts: DetectOptions) -> list[_Region]:
 
 def _graphics(
     page: pymupdf.Page,
-    regions: list[_Region],
+    pictures: list[_Region],
     tables: list[_Region],
     page_box: BBox,
     opts: DetectOptions,
 ) -> list[_Region]:
-    """Charts (vector drawing clusters) and figures (raster images, layout pictures), merged."""
+    """Figures the layout model found, as it drew them, plus the charts (vector drawing clusters) and
+    raster images it missed, merged: the model's picture box is the tighter one, while merging it
+    with nearby drawings joins neighbouring figures into one region."""
     max_area = opts.max_page_share * area(page_box)
     drawings = page.get_drawings()
     clusters = page.cluster_drawings(drawings=drawings) if drawings else []
     candidates: list[_Region] = []
+    images = [_box(info["bbox"]) for info in page.get_image_info()]
     for rect in clusters:
         box = _box(rect)
         members = sum(1 for d in drawings if containment(_box(d["rect"]), box) > 0.9)
-        if members >= 3:
+        if members >= 3 and not _holds_images(box, images):
             candidates.append(_Region("chart", box))
-    for info in page.get_image_info():
-        candidates.append(_Region("figure", _box(info["bbox"])))
-    candidates += [r for r in regions if r.kind == "figure"]
-    kept = [
+    candidates += [_Region("figure", box) for box in images]
+    kept_pictures = [p for p in pictures if 0 < area(p.bbox) <= max_area]
+    others = [
         c
         for c in candidates
-        if 0 < area(c.bbox) <= max_area and all(containment(c.bbox, t.bbox) < 0.6 for t in tables)
+        if 0 < area(c.bbox) <= max_area
+        and all(containment(c.bbox, t.bbox) < 0.6 for t in tables)
+        and not any(_inside(c.bbox, p.bbox) for p in kept_pictures)
     ]
-    return _merge_graphics(kept)
+    return kept_pictures + _merge_graphics(others)
+
+
+def _picture_page_regions(page: pymupdf.Page, page_box: BBox, opts: DetectOptions) -> list[_Region]:
+    """Regions of a page that is a single picture, largest first (the ranking keeps reading order on
+    ties, and the largest block of a slide is most often its chart or table)."""
+    if not opts.raster_regions or page.get_text("text").strip():
+        return []
+    if not any(
+        containment(page_box, _box(info["bbox"])) >= opts.max_page_share
+        for info in page.get_image_info()
+    ):
+        return []
+    pix = page.get_pixmap(dpi=opts.raster_dpi, colorspace=pymupdf.csRGB, alpha=False)
+    pixels = np.frombuffer(pix.samples, dtype=np.uint8).reshape(pix.height, pix.width, pix.n)
+    size = (page_box[2] - page_box[0], page_box[3] - page_box[1])
+    boxes = raster_regions(ink_mask(pixels), size, min_side=opts.min_side, gap=opts.raster_gap)
+    shifted = [
+        (b[0] + page_box[0], b[1] + page_box[1], b[2] + page_box[0], b[3] + page_box[1])
+        for b in boxes
+    ]
+    return [
+        _Region("figure", b)
+        for b in sorted(shifted, key=area, reverse=True)
+        if area(b) <= opts.max_page_share * area(page_box)
+    ]
 
 
 def _merge_graphics(items: list[_Region]) -> list[_Region]:
@@ -226,7 +328,7 @@ def _merge_graphics(items: list[_Region]) -> list[_Region]:
         for i in range(len(merged)):
             for j in range(i + 1, len(merged)):
                 a, b = merged[i], merged[j]
-                if _belong_together(a.bbox, b.bbox):
+                if _belong_together(a.bbox, b.bbox, adjacent="chart" in (a.kind, b.kind)):
                     kind = "chart" if "chart" in (a.kind, b.kind) else "figure"
                     merged[i] = _Region(kind, union_box(a.bbox, b.bbox))
                     del merged[j]
@@ -237,9 +339,13 @@ def _merge_graphics(items: list[_Region]) -> list[_Region]:
     return merged
 
 
-def _belong_together(a: BBox, b: BBox, gap: float = 10.0) -> bool:
+def _belong_together(a: BBox, b: BBox, adjacent: bool, gap: float = 10.0) -> bool:
+    """Overlapping regions are one; touching ones too when ``adjacent`` (a chart's drawings and
+    labels), not two photos side by side in a grid."""
     if iou(a, b) >= 0.3 or containment(a, b) >= 0.8 or containment(b, a) >= 0.8:
         return True
+    if not adjacent:
+        return False
     grown = (a[0] - gap, a[1] - gap, a[2] + gap, a[3] + gap)
     return containment(b, grown) > 0.0 and _overlap_1d(a[0], a[2], b[0], b[2]) > 0.5 * min(
         a[2] - a[0], b[2] - b[0]
@@ -265,9 +371,9 @@ def _caption_lines(page: pymupdf.Page, regions: list[_Region]) -> list[_Region]:
 
 
 def _caption_for(
-    page: pymupdf.Page, box: BBox, captions: list[_Region], max_gap: float, above_only: bool = False
-) -> str:
-    """Text of the caption nearest above or below ``box`` that shares its columns."""
+    box: BBox, captions: list[_Region], max_gap: float, above_only: bool = False
+) -> BBox | None:
+    """The caption nearest above or below ``box`` that shares its columns."""
     best: tuple[float, BBox] | None = None
     for cap in captions:
         c = cap.bbox
@@ -279,7 +385,7 @@ def _caption_for(
         gap = c[1] - box[3] if below else box[1] - c[3]
         if -2 <= gap <= max_gap and (best is None or gap < best[0]):
             best = (gap, c)
-    return _clip_text(page, best[1]) if best else ""
+    return best[1] if best else None
 
 
 def _clip_text(page: pymupdf.Page, box: BBox) -> str:
