@@ -48,9 +48,9 @@ import numpy as np
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store import EdgePageStore, MultivectorLayout
 from llama_index_docmemo.store.layouts import PAGE_IMAGE_LAYOUT
+from llama_index_docmemo.store.plans import DEFAULT_PREFETCH
 from llama_index_docmemo.types import PageEmbedding, PageRecord
 
-DIM = 128
 TOP_K = 10
 PAGES_PER_DOC = 100
 N_TOPICS, WORDS_PER_TOPIC, WORD_SPREAD = 512, 64, 1.0
@@ -81,8 +81,36 @@ LAYOUTS: dict[str, MultivectorLayout] = {
     "rows_cols-pool3": MultivectorLayout(
         first_stage="rows_cols", storage="float16", token_pool_factor=3
     ),
+    "mean-tq4": MultivectorLayout(first_stage="mean", storage="float16", quantization="turbo4"),
+    "mean-tq2": MultivectorLayout(
+        first_stage="mean", storage="float16", quantization="turbo2", oversampling=4.0
+    ),
+    "mean-bq8": MultivectorLayout(
+        first_stage="mean", storage="float16", quantization="binary", query_encoding="scalar8"
+    ),
+    "muvera-bq": MultivectorLayout(first_stage="muvera", storage="float16", quantization="binary"),
+    "muvera-tq4": MultivectorLayout(first_stage="muvera", storage="float16", quantization="turbo4"),
+    "muvera-t8": MultivectorLayout(first_stage="muvera", storage="turbo8"),
+    "muvera-t8-tq4": MultivectorLayout(
+        first_stage="muvera", storage="turbo8", quantization="turbo4"
+    ),
+    "muvera-t8-pool2": MultivectorLayout(
+        first_stage="muvera", storage="turbo8", token_pool_factor=2
+    ),
+    "muvera-t8-pool3": MultivectorLayout(
+        first_stage="muvera", storage="turbo8", token_pool_factor=3
+    ),
+    "muvera-t8-bq-pool3": MultivectorLayout(
+        first_stage="muvera", storage="turbo8", quantization="binary", token_pool_factor=3
+    ),
 }
-STORE = {"encoder_name": "synthetic-colqwen", "dim": DIM}
+DEFAULT = "default"
+"""``--layouts default``: the layout ``open_store`` gives a page-image encoder's new store."""
+ENCODER_NAME = "synthetic-colqwen"
+
+
+def layout_of(name: str) -> MultivectorLayout:
+    return PAGE_IMAGE_LAYOUT if name == DEFAULT else LAYOUTS[name]
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -100,14 +128,14 @@ def grid_of(vectors: int) -> tuple[int, int]:
 class Corpus:
     """Deterministic synthetic pages: any document regenerates from (seed, doc index)."""
 
-    def __init__(self, n_pages: int, vectors: int, seed: int = 0) -> None:
-        self.n_pages, self.vectors, self.seed = n_pages, vectors, seed
+    def __init__(self, n_pages: int, vectors: int, seed: int = 0, dim: int = 128) -> None:
+        self.n_pages, self.vectors, self.seed, self.dim = n_pages, vectors, seed, dim
         self.grid = grid_of(vectors)
         rng = np.random.default_rng([seed, 0])
-        topics = _unit(rng.normal(size=(N_TOPICS, 1, DIM)))
-        spread = rng.normal(size=(N_TOPICS, WORDS_PER_TOPIC, DIM)) / np.sqrt(DIM)
-        self.words = _unit(topics + WORD_SPREAD * spread).reshape(-1, DIM)
-        self.background = _unit(rng.normal(size=(N_BACKGROUND, DIM)))
+        topics = _unit(rng.normal(size=(N_TOPICS, 1, dim)))
+        spread = rng.normal(size=(N_TOPICS, WORDS_PER_TOPIC, dim)) / np.sqrt(dim)
+        self.words = _unit(topics + WORD_SPREAD * spread).reshape(-1, dim)
+        self.background = _unit(rng.normal(size=(N_BACKGROUND, dim)))
 
     @property
     def n_docs(self) -> int:
@@ -145,15 +173,15 @@ class Corpus:
                 words[row, start:end] = vocabulary[int(rng.integers(0, WORDS_PER_PAGE))]
         flat = words.ravel()
         content = flat >= 0
-        patches = np.empty((flat.size, DIM), dtype=np.float32)
-        noise = rng.normal(size=(flat.size, DIM)).astype(np.float32) / np.sqrt(DIM)
+        patches = np.empty((flat.size, self.dim), dtype=np.float32)
+        noise = rng.normal(size=(flat.size, self.dim)).astype(np.float32) / np.sqrt(self.dim)
         patches[content] = self.words[flat[content]] + TOKEN_NOISE * noise[content]
         kinds = rng.integers(0, N_BACKGROUND, size=int((~content).sum()))
         patches[~content] = self.background[kinds] + BACKGROUND_NOISE * noise[~content]
         return _unit(patches), flat
 
     def document(self, doc: int) -> tuple[np.ndarray, list[np.ndarray]]:
-        """(pages, vectors, DIM) patches and each page's patch words."""
+        """(pages, vectors, dim) patches and each page's patch words."""
         rng = np.random.default_rng([self.seed, 1, doc])
         doc_topics = rng.choice(N_TOPICS, size=TOPICS_PER_DOC, replace=False)
         pages = [self._page(rng, doc_topics) for _ in range(self.doc_pages(doc))]
@@ -170,7 +198,7 @@ class Corpus:
             present = present[present >= 0]
             n = int(rng.integers(QUERY_VECTORS[0], QUERY_VECTORS[1] + 1))
             picked = self.words[rng.choice(present, size=n)]
-            noise = rng.normal(size=picked.shape) / np.sqrt(DIM)
+            noise = rng.normal(size=picked.shape) / np.sqrt(self.dim)
             queries.append(_unit(picked + QUERY_NOISE * noise))
         return queries, targets
 
@@ -187,12 +215,12 @@ class ExactMaxSim:
     def __init__(self, corpus: Corpus, queries: list[np.ndarray]) -> None:
         self.flat = np.concatenate(queries)
         self.bounds = np.cumsum([0, *(len(q) for q in queries)])
-        self.vectors = corpus.vectors
+        self.vectors, self.dim = corpus.vectors, corpus.dim
         self.scores = np.full((len(queries), corpus.n_pages), -np.inf, dtype=np.float32)
 
     def add(self, doc: int, pages: np.ndarray) -> None:
         n = len(pages)
-        sims = (pages.reshape(-1, DIM) @ self.flat.T).reshape(n, self.vectors, -1).max(axis=1)
+        sims = (pages.reshape(-1, self.dim) @ self.flat.T).reshape(n, self.vectors, -1).max(axis=1)
         start = doc * PAGES_PER_DOC
         for i in range(len(self.bounds) - 1):
             self.scores[i, start : start + n] = sims[:, self.bounds[i] : self.bounds[i + 1]].sum(1)
@@ -248,6 +276,11 @@ def memory() -> dict[str, int]:
     return fields
 
 
+def major_faults() -> int:
+    """This process's major page faults so far (a read that had to wait for the disk)."""
+    return int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[9])
+
+
 def folder_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
@@ -268,15 +301,19 @@ class Row:
     build_s: float = 0.0
     upsert_pages_per_s: float = 0.0
     index_s: float = 0.0
-    cpu_p50_ms: float = (
-        0.0  # CPU time of the process per search (all its threads): load-independent
-    )
+    cpu_p50_ms: float = 0.0
+    """CPU time of the process per search (all its threads): less load-dependent than wall."""
+    ram_bytes_per_page: float = 0.0
+    """Resident memory the open store adds while searching (RSS minus RSS before opening), a page."""
+    major_faults_per_query: float = 0.0
+    dim: int = 128
     prefetch: int = 0
     queries: int = 0
 
     def json_row(self) -> dict[str, object]:
-        keys = ("layout", "pages", "vectors", "p50_ms", "p95_ms", "recall_at_10")
-        keys += ("disk_bytes_per_page", "rss_bytes", "default")
+        keys = ("layout", "pages", "vectors", "dim", "prefetch", "p50_ms", "p95_ms")
+        keys += ("cpu_p50_ms", "recall_at_10", "disk_bytes_per_page", "ram_bytes_per_page")
+        keys += ("rss_bytes", "build_s", "default")
         return {k: getattr(self, k) for k in keys}
 
 
@@ -287,6 +324,7 @@ def search_rows(
     queries: list[np.ndarray],
     truth: np.ndarray,
     prefetches: list[int],
+    rss_before: int,
 ) -> list[Row]:
     """One row per first-stage depth, over the same store."""
     rows = []
@@ -294,6 +332,7 @@ def search_rows(
         for query in queries[:3]:  # warm-up
             store.search(query_embedding(query), limit=TOP_K, prefetch_limit=prefetch)
         latencies, cpu, found = [], [], []
+        faults = major_faults()
         for query in queries:
             started, cpu_started = time.perf_counter(), time.process_time()
             hits = store.search(query_embedding(query), limit=TOP_K, prefetch_limit=prefetch)
@@ -302,6 +341,7 @@ def search_rows(
             found.append(
                 [int(h.record.doc_id[3:8]) * PAGES_PER_DOC + h.record.page - 1 for h in hits]
             )
+        faults = major_faults() - faults
         resident = memory()
         recall = [len(set(f) & set(t)) / TOP_K for f, t in zip(found, truth, strict=True)]
         rows.append(
@@ -314,10 +354,13 @@ def search_rows(
                 recall_at_10=float(np.mean(recall)),
                 disk_bytes_per_page=0.0,
                 rss_bytes=resident["VmRSS"],
-                default=LAYOUTS[name] == PAGE_IMAGE_LAYOUT,
+                default=layout_of(name) == PAGE_IMAGE_LAYOUT,
                 rss_anon_bytes=resident["RssAnon"],
                 rss_file_bytes=resident["RssFile"],
                 cpu_p50_ms=float(np.percentile(cpu, 50)),
+                ram_bytes_per_page=(resident["VmRSS"] - rss_before) / corpus.n_pages,
+                major_faults_per_query=faults / len(queries),
+                dim=corpus.dim,
                 prefetch=prefetch,
                 queries=len(queries),
             )
@@ -335,7 +378,7 @@ def measure(
 ) -> tuple[list[Row], np.ndarray]:
     """The layout's rows, and the ground truth (computed during this build when ``truth`` is None)."""
     path = workdir / name
-    store = EdgePageStore(path, layout=LAYOUTS[name], **STORE)  # type: ignore[arg-type]
+    store = EdgePageStore(path, layout=layout_of(name), encoder_name=ENCODER_NAME, dim=corpus.dim)
     exact = ExactMaxSim(corpus, queries) if truth is None else None
     try:
         writing, indexing = fill(store, corpus, exact)
@@ -345,9 +388,10 @@ def measure(
         truth = exact.top()
     gc.collect()
     disk = folder_bytes(path) / corpus.n_pages
-    store = EdgePageStore(path, **STORE)  # type: ignore[arg-type]  # reopened: what a reader sees
+    rss_before = memory()["VmRSS"]
+    store = EdgePageStore(path)  # reopened from its path alone: what a reader sees
     try:
-        rows = search_rows(store, name, corpus, queries, truth, prefetches)
+        rows = search_rows(store, name, corpus, queries, truth, prefetches, rss_before)
     finally:
         store.close()
     for row in rows:
@@ -361,23 +405,29 @@ def measure(
 
 def markdown(rows: list[Row]) -> str:
     lines = [
-        "| layout@prefetch | pages | vectors | build s (upsert pages/s, index s) | p50 / p95 ms "
-        "| CPU ms p50 | recall@10 | disk B/page | RSS MB (anon + file) | default |",
-        "|---|---:|---:|---|---|---:|---:|---:|---|---|",
+        "| layout@prefetch | pages | vectors x dim | build s (upsert pages/s, index s) "
+        "| p50 / p95 ms | CPU ms p50 | recall@10 | disk B/page | RAM B/page "
+        "| RSS MB (anon + file) | major faults/query | default |",
+        "|---|---:|---|---|---|---:|---:|---:|---:|---|---:|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r.layout} | {r.pages:,} | {r.vectors} | {r.build_s:,.0f} ({r.upsert_pages_per_s:,.0f}, "
-            f"{r.index_s:,.0f}) | {r.p50_ms:.1f} / {r.p95_ms:.1f} | {r.cpu_p50_ms:.1f} "
-            f"| {r.recall_at_10:.3f} "
-            f"| {r.disk_bytes_per_page:,.0f} | {r.rss_bytes / 2**20:,.0f} ({r.rss_anon_bytes / 2**20:,.0f} "
-            f"+ {r.rss_file_bytes / 2**20:,.0f}) | {'yes' if r.default else ''} |"
+            f"| {r.layout} | {r.pages:,} | {r.vectors} x {r.dim} | {r.build_s:,.0f} "
+            f"({r.upsert_pages_per_s:,.0f}, {r.index_s:,.0f}) | {r.p50_ms:.1f} / {r.p95_ms:.1f} "
+            f"| {r.cpu_p50_ms:.1f} | {r.recall_at_10:.3f} | {r.disk_bytes_per_page:,.0f} "
+            f"| {r.ram_bytes_per_page:,.0f} | {r.rss_bytes / 2**20:,.0f} "
+            f"({r.rss_anon_bytes / 2**20:,.0f} + {r.rss_file_bytes / 2**20:,.0f}) "
+            f"| {r.major_faults_per_query:.1f} | {'yes' if r.default else ''} |"
         )
     return "\n".join(lines) + "\n"
 
 
 def colqwen_tiny(pages: int, workdir: Path) -> str:
-    """The tiny random ColQwen2.5 through render -> encode -> every layout -> search."""
+    """The tiny random ColQwen2.5 through render -> encode -> every layout -> search: each
+    layout's top-3 for 8 queries against exact MaxSim over the unpooled vectors (token pooling
+    runs colpali-engine's real pooler here). The random model's vectors mean nothing: this
+    checks the whole path and how far a layout moves the ranking (a few pages' bytes are the
+    engine's preallocation, not the layout's: sizes come from the synthetic runs)."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -397,23 +447,34 @@ def colqwen_tiny(pages: int, workdir: Path) -> str:
         PageInput(PageRef("tiny.pdf", i + 1), "", lambda im=im: im) for i, im in enumerate(images)
     ]
     embeddings = encoder.encode_pages(inputs)
-    query = encoder.encode_queries(["what is on page one"])[0]
+    texts = [
+        f"what is on page {word}" for word in ("one", "two", "3", "the chart", "x", "y", "z", "q")
+    ]
+    queries = encoder.encode_queries(texts)
+    exact = [
+        set(
+            np.argsort([-(e.multivector @ q.multivector.T).max(axis=0).sum() for e in embeddings])[
+                :3
+            ]
+            + 1
+        )
+        for q in queries
+    ]
     lines = [
-        f"tiny ColQwen2.5: {pages} pages, {len(embeddings[0].multivector)} vectors of {encoder.dim}, grid {embeddings[0].grid}"
+        f"tiny ColQwen2.5: {pages} pages, {len(embeddings[0].multivector)} vectors of "
+        f"{encoder.dim}, grid {embeddings[0].grid}; recall@3 against exact unpooled MaxSim"
     ]
     schema = DocumentSchema(doc_id="tiny.pdf", doc_version="v1", n_pages=pages)
     records = [PageRecord("tiny.pdf", "v1", i + 1, pages, "", "") for i in range(pages)]
     for name, layout in LAYOUTS.items():
-        store = EdgePageStore(
-            workdir / f"tiny-{name}", encoder_name=encoder.name, dim=encoder.dim, layout=layout
-        )
+        path = workdir / f"tiny-{name}"
+        store = EdgePageStore(path, encoder_name=encoder.name, dim=encoder.dim, layout=layout)
         with store, store.bulk_load():
             store.upsert_document(schema, records, embeddings)
-        with EdgePageStore(
-            workdir / f"tiny-{name}", encoder_name=encoder.name, dim=encoder.dim
-        ) as store:
-            hits = store.search(query, limit=3)
-        lines.append(f"  {name}: top-3 pages {[h.record.page for h in hits]}")
+        with EdgePageStore(path) as store:
+            found = [{h.record.page for h in store.search(q, limit=3)} for q in queries]
+        recall = np.mean([len(f & t) / 3 for f, t in zip(found, exact, strict=True)])
+        lines.append(f"  {name}: recall@3 {recall:.2f}")
     return "\n".join(lines)
 
 
@@ -423,14 +484,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--vectors", type=int, default=768)
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument(
-        "--prefetch", type=int, nargs="+", default=[200], help="first-stage candidates (each a row)"
+        "--prefetch",
+        type=int,
+        nargs="+",
+        default=[DEFAULT_PREFETCH],
+        help="first-stage candidates (each a row; default: the store's own default)",
     )
+    parser.add_argument("--dim", type=int, default=128, help="width of each vector")
     parser.add_argument("--truth", type=Path, help="cache file for the exact top-10 (.npy)")
     parser.add_argument(
         "--layouts",
         nargs="+",
-        default=[n for n in LAYOUTS if n != "rows_cols-pool3"],
-        choices=sorted(LAYOUTS),
+        default=[n for n, layout in LAYOUTS.items() if layout.token_pool_factor == 1],
+        choices=[DEFAULT, *sorted(LAYOUTS)],
+        help="layouts to build (default: every one without token pooling, which needs torch); "
+        f"'{DEFAULT}': the page-image default alone",
     )
     parser.add_argument("--json", type=Path, help="write the rows here")
     parser.add_argument("--out", type=Path, help="folder for the Markdown table and full rows")
@@ -449,11 +517,13 @@ def main(argv: list[str] | None = None) -> None:
         if args.colqwen_tiny:
             print(colqwen_tiny(min(args.pages, 64), workdir))
             return
-        corpus = Corpus(args.pages, args.vectors, seed=args.seed)
+        corpus = Corpus(args.pages, args.vectors, seed=args.seed, dim=args.dim)
         queries, _ = corpus.queries(args.queries)
         cached = args.truth is not None and args.truth.is_file()
         truth: np.ndarray | None = np.load(args.truth) if cached else None
-        print(f"{args.pages:,} pages x {args.vectors} (grid {corpus.grid})", flush=True)
+        print(
+            f"{args.pages:,} pages x {args.vectors} x {args.dim}-d (grid {corpus.grid})", flush=True
+        )
         rows: list[Row] = []
         for name in args.layouts:
             print(f"  layout {name}: building", flush=True)

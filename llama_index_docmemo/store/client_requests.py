@@ -16,7 +16,7 @@ from qdrant_client import models
 
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store import scopes
-from llama_index_docmemo.store.layouts import GRID, LEXICAL, MULTI, MultivectorLayout
+from llama_index_docmemo.store.layouts import FDE, GRID, LEXICAL, MULTI, MultivectorLayout
 from llama_index_docmemo.store.payloads import WRITE_STATE, IndexKind, PointData
 from llama_index_docmemo.store.plans import SearchPlan
 from llama_index_docmemo.types import FieldGroup, FieldMatch
@@ -58,20 +58,45 @@ def point(data: PointData) -> models.PointStruct:
 _NO_GRAPH = models.HnswConfigDiff(m=0)
 
 
-def vectors_config(dim: int, layout: MultivectorLayout) -> dict[str, models.VectorParams]:
-    """Named vectors of the layout: the original (MaxSim rerank, no HNSW graph, stored as the
-    layout says) and the first stage (HNSW)."""
-    quantization: models.QuantizationConfig | None = None
+def _quantization(layout: MultivectorLayout) -> models.QuantizationConfig | None:
+    """The in-RAM copy of the original that the rerank scores (None: the original itself)."""
     if layout.quantization == "scalar":
-        quantization = models.ScalarQuantization(
+        return models.ScalarQuantization(
             scalar=models.ScalarQuantizationConfig(
                 type=models.ScalarType.INT8, quantile=0.99, always_ram=True
             )
         )
-    elif layout.quantization == "binary":
-        quantization = models.BinaryQuantization(
-            binary=models.BinaryQuantizationConfig(always_ram=True)
+    if layout.quantization in _TURBO_BITS:
+        return models.TurboQuantization(
+            turbo=models.TurboQuantQuantizationConfig(
+                always_ram=True, bits=_TURBO_BITS[layout.quantization]
+            )
         )
+    if layout.quantization == "binary":
+        return models.BinaryQuantization(
+            binary=models.BinaryQuantizationConfig(
+                always_ram=True, query_encoding=_QUERY_ENCODINGS[layout.query_encoding]
+            )
+        )
+    return None
+
+
+_TURBO_BITS = {"turbo4": models.TurboQuantBitSize.BITS4, "turbo2": models.TurboQuantBitSize.BITS2}
+_QUERY_ENCODINGS = {
+    "default": None,
+    "scalar4": models.BinaryQuantizationQueryEncoding.SCALAR4BITS,
+    "scalar8": models.BinaryQuantizationQueryEncoding.SCALAR8BITS,
+}
+_DATATYPES = {
+    "float32": None,
+    "float16": models.Datatype.FLOAT16,
+    "turbo8": models.Datatype.TURBO8,
+}
+
+
+def vectors_config(dim: int, layout: MultivectorLayout) -> dict[str, models.VectorParams]:
+    """Named vectors of the layout: the original (MaxSim rerank, no HNSW graph, stored as the
+    layout says) and the first stage (HNSW; MUVERA's encodings compared by dot product)."""
     max_sim = models.MultiVectorConfig(comparator=models.MultiVectorComparator.MAX_SIM)
     return {
         MULTI: models.VectorParams(
@@ -80,14 +105,16 @@ def vectors_config(dim: int, layout: MultivectorLayout) -> dict[str, models.Vect
             multivector_config=max_sim,
             hnsw_config=_NO_GRAPH,
             on_disk=True if layout.on_disk else None,
-            datatype=models.Datatype.FLOAT16 if layout.storage == "float16" else None,
-            quantization_config=quantization,
+            datatype=_DATATYPES[layout.storage],
+            quantization_config=_quantization(layout),
         ),
         layout.first_stage_vector: models.VectorParams(
-            size=dim,
-            distance=models.Distance.COSINE,
+            size=layout.first_stage_dim or dim,
+            distance=(
+                models.Distance.DOT if layout.first_stage_vector == FDE else models.Distance.COSINE
+            ),
             multivector_config=max_sim if layout.first_stage_vector == GRID else None,
-            datatype=models.Datatype.FLOAT16 if layout.storage == "float16" else None,
+            datatype=None if layout.storage == "float32" else models.Datatype.FLOAT16,
         ),
     }
 

@@ -19,6 +19,7 @@ from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store._qdrant import QdrantLayoutStore
 from llama_index_docmemo.store.layouts import (
     DEFAULT_LAYOUT,
+    FDE,
     GRID,
     LEXICAL,
     MULTI,
@@ -100,32 +101,54 @@ def _point(point: PointData) -> qe.Point:
 _NO_GRAPH = qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000)
 
 
+def _quantization(layout: MultivectorLayout) -> Any:
+    """The in-RAM copy of the original that the rerank scores (None: the original itself)."""
+    if layout.quantization == "scalar":
+        return qe.ScalarQuantizationConfig(qe.ScalarType.Int8, quantile=0.99, always_ram=True)
+    if layout.quantization in _TURBO_BITS:
+        return qe.TurboQuantQuantizationConfig(
+            always_ram=True, bits=_TURBO_BITS[layout.quantization]
+        )
+    if layout.quantization == "binary":
+        return qe.BinaryQuantizationConfig(
+            always_ram=True, query_encoding=_QUERY_ENCODINGS[layout.query_encoding]
+        )
+    return None
+
+
+_TURBO_BITS = {"turbo4": qe.TurboQuantBitSize.Bits4, "turbo2": qe.TurboQuantBitSize.Bits2}
+_QUERY_ENCODINGS = {
+    "default": None,
+    "scalar4": qe.BinaryQuantizationQueryEncoding.Scalar4Bits,
+    "scalar8": qe.BinaryQuantizationQueryEncoding.Scalar8Bits,
+}
+_DATATYPES = {
+    "float32": None,
+    "float16": qe.VectorStorageDatatype.Float16,
+    "turbo8": qe.VectorStorageDatatype.Turbo8,
+}
+
+
 def _original_params(dim: int, layout: MultivectorLayout) -> qe.EdgeVectorParams:
     """The original multivector: MaxSim, no HNSW graph (it only reranks), as the layout says."""
-    quantization: Any = None
-    if layout.quantization == "scalar":
-        quantization = qe.ScalarQuantizationConfig(
-            qe.ScalarType.Int8, quantile=0.99, always_ram=True
-        )
-    elif layout.quantization == "binary":
-        quantization = qe.BinaryQuantizationConfig(always_ram=True)
     return qe.EdgeVectorParams(
         dim,
         qe.Distance.Cosine,
         on_disk=True if layout.on_disk else None,
         multivector_config=qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim),
-        datatype=qe.VectorStorageDatatype.Float16 if layout.storage == "float16" else None,
-        quantization_config=quantization,
+        datatype=_DATATYPES[layout.storage],
+        quantization_config=_quantization(layout),
         hnsw_config=_NO_GRAPH,
     )
 
 
 def _config(dim: int, sparse: bool, layout: MultivectorLayout = DEFAULT_LAYOUT) -> qe.EdgeConfig:
-    """Named vectors of the layout: the original (reranks) and the first stage (HNSW)."""
+    """Named vectors of the layout: the original (reranks) and the first stage (HNSW; MUVERA's
+    encodings compared by dot product, as their construction approximates MaxSim)."""
     first = qe.EdgeVectorParams(
-        dim,
-        qe.Distance.Cosine,
-        datatype=qe.VectorStorageDatatype.Float16 if layout.storage == "float16" else None,
+        layout.first_stage_dim or dim,
+        qe.Distance.Dot if layout.first_stage_vector == FDE else qe.Distance.Cosine,
+        datatype=None if layout.storage == "float32" else qe.VectorStorageDatatype.Float16,
         multivector_config=(
             qe.MultiVectorConfig(qe.MultiVectorComparator.MaxSim)
             if layout.first_stage_vector == GRID

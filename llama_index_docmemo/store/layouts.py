@@ -9,11 +9,18 @@ vector with an HNSW index, which finds the candidates the rerank scores:
   of the page's patch grid as a small multivector (about 56 vectors for ColQwen's ~32x24 grid),
   indexed by HNSW under MaxSim, queried with the query's own multivector. A multivector without
   a grid (text tokens) is laid out as a near-square grid of its rows.
-- ``storage``: the original and the first stage as float32 or float16 (half the bytes; Qdrant
-  converts on read).
-- ``quantization``: ``"scalar"`` (int8, 4x smaller) or ``"binary"`` (1 bit a dimension, 32x
-  smaller) copies of the original kept in RAM; the rerank scores them, then rescores the best
-  ``oversampling`` x limit with the original.
+- ``first_stage="muvera"``: one MUVERA fixed-dimensional encoding per page (:mod:`.muvera`,
+  ``Muvera().dimension()`` = 4,096 values), whose dot product with the query's approximates
+  MaxSim: content and background patches land in different buckets, so the right pages rank
+  near the top with fewer candidates than the mean needs.
+- ``storage``: the original and the first stage as float32, float16 (half the bytes; Qdrant
+  converts on read) or ``"turbo8"`` (the original TurboQuant-coded, 1 byte a dimension: a
+  quarter of float32, scored as stored; the first stage stays float16).
+- ``quantization``: a copy of the original kept in RAM that the rerank scores, then rescoring
+  the best ``oversampling`` x limit with the original: ``"scalar"`` (int8, 4x smaller than
+  float32), ``"turbo4"`` / ``"turbo2"`` (TurboQuant, 8x / 16x smaller) or ``"binary"`` (1 bit
+  a dimension, 32x smaller; ``query_encoding`` ``"scalar4"`` / ``"scalar8"`` keeps the query at
+  4 or 8 bits, asymmetric, for a closer estimate at the same storage).
 - ``on_disk``: the original stays on disk (memory-mapped), only what a query touches is read.
 - ``token_pool_factor``: ``HierarchicalTokenPooler`` (colpali-engine, extra ``colqwen``) merges
   similar vectors at ingest, keeping a 1/factor share of them: fewer bytes and a faster rerank,
@@ -32,18 +39,22 @@ import numpy as np
 
 from llama_index_docmemo._extras import require
 from llama_index_docmemo.errors import StoreError
+from llama_index_docmemo.store.muvera import Muvera
 
 MULTI = "multi"
 POOLED = "pooled"
 GRID = "pooled_grid"
+FDE = "muvera"
 LEXICAL = "lexical"
 
-FirstStage = Literal["mean", "rows_cols"]
-Storage = Literal["float32", "float16"]
-Quantization = Literal["none", "scalar", "binary"]
-FIRST_STAGES: tuple[str, ...] = ("mean", "rows_cols")
-STORAGES: tuple[str, ...] = ("float32", "float16")
-QUANTIZATIONS: tuple[str, ...] = ("none", "scalar", "binary")
+FirstStage = Literal["mean", "rows_cols", "muvera"]
+Storage = Literal["float32", "float16", "turbo8"]
+Quantization = Literal["none", "scalar", "turbo4", "turbo2", "binary"]
+QueryEncoding = Literal["default", "scalar4", "scalar8"]
+FIRST_STAGES: tuple[str, ...] = ("mean", "rows_cols", "muvera")
+STORAGES: tuple[str, ...] = ("float32", "float16", "turbo8")
+QUANTIZATIONS: tuple[str, ...] = ("none", "scalar", "turbo4", "turbo2", "binary")
+QUERY_ENCODINGS: tuple[str, ...] = ("default", "scalar4", "scalar8")
 
 
 @dataclass(frozen=True)
@@ -60,15 +71,23 @@ class MultivectorLayout:
     oversampling: float = 2.0
     on_disk: bool = False
     token_pool_factor: int = 1
+    query_encoding: QueryEncoding = "default"
+    muvera: Muvera = Muvera()
 
     def __post_init__(self) -> None:
         for name, value, choices in (
             ("first_stage", self.first_stage, FIRST_STAGES),
             ("storage", self.storage, STORAGES),
             ("quantization", self.quantization, QUANTIZATIONS),
+            ("query_encoding", self.query_encoding, QUERY_ENCODINGS),
         ):
             if value not in choices:
                 raise StoreError(f"layout {name}={value!r} is not one of {', '.join(choices)}")
+        if self.query_encoding != "default" and self.quantization != "binary":
+            raise StoreError(
+                f"layout query_encoding={self.query_encoding!r} applies to binary quantization "
+                f"only, not quantization={self.quantization!r}"
+            )
         if not 1.0 <= self.oversampling <= 16.0:
             raise StoreError(f"layout oversampling must be in [1, 16], got {self.oversampling}")
         if not 1 <= self.token_pool_factor <= 16:
@@ -79,31 +98,49 @@ class MultivectorLayout:
     @property
     def first_stage_vector(self) -> str:
         """The named vector the first stage searches (HNSW-indexed)."""
-        return GRID if self.first_stage == "rows_cols" else POOLED
+        return {"rows_cols": GRID, "muvera": FDE}.get(self.first_stage, POOLED)
+
+    @property
+    def first_stage_dim(self) -> int | None:
+        """The first stage's own width when it is not the encoder's (MUVERA), else None."""
+        return self.muvera.dimension() if self.first_stage == "muvera" else None
 
     def payload(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_payload(cls, payload: dict[str, Any] | None) -> MultivectorLayout:
-        """The layout a store record names; stores from before layouts had :data:`LEGACY`."""
-        return LEGACY if payload is None else cls(**payload)
+        """The layout a store record names; stores from before layouts had :data:`LEGACY`
+        (and records from before MUVERA no ``muvera`` entry)."""
+        if payload is None:
+            return LEGACY
+        fields = dict(payload)
+        muvera = Muvera(**fields.pop("muvera")) if "muvera" in fields else Muvera()
+        return cls(**fields, muvera=muvera)
 
     def page_vectors(
         self, multivector: np.ndarray, pooled: np.ndarray, grid: tuple[int, int] | None
     ) -> dict[str, np.ndarray]:
         """The named dense vectors stored for one page (checked float32 input)."""
-        first: np.ndarray = (
-            grid_means(multivector, grid) if self.first_stage == "rows_cols" else pooled
-        )
+        if self.first_stage == "rows_cols":
+            first = grid_means(multivector, grid)
+        elif self.first_stage == "muvera":
+            first = self.muvera.encode_page(multivector)
+        else:
+            first = pooled
         original = multivector
         if self.token_pool_factor > 1:
             original = pool_tokens(multivector, self.token_pool_factor)
         return {MULTI: original, self.first_stage_vector: first}
 
     def query_first_stage(self, multivector: np.ndarray, pooled: np.ndarray) -> np.ndarray:
-        """What the first stage is queried with: the pooled vector, or the query's rows."""
-        return multivector if self.first_stage == "rows_cols" else pooled
+        """What the first stage is queried with: the pooled vector, the query's rows (MaxSim
+        against the grid means) or the query's MUVERA encoding."""
+        if self.first_stage == "rows_cols":
+            return multivector
+        if self.first_stage == "muvera":
+            return self.muvera.encode_query(multivector)
+        return pooled
 
 
 LEGACY = MultivectorLayout()

@@ -1,0 +1,44 @@
+"""benchmarks/store_scale.py on a tiny size: ``--layouts default`` alone and ``--dim``."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "store_scale.py"
+_SPEC = importlib.util.spec_from_file_location("store_scale_benchmark", _PATH)
+assert _SPEC is not None and _SPEC.loader is not None
+bench = importlib.util.module_from_spec(_SPEC)
+sys.modules[_SPEC.name] = bench  # dataclasses look their module up
+_SPEC.loader.exec_module(bench)
+
+
+def test_default_alone_at_another_width_writes_its_row_marked_default(tmp_path: Path) -> None:
+    rows = tmp_path / "rows.json"
+    argv = ["--pages", "200", "--vectors", "48", "--dim", "32", "--queries", "6"]
+    argv += ["--layouts", "default", "--json", str(rows), "--workdir", str(tmp_path / "w")]
+    bench.main(argv)
+    (row,) = json.loads(rows.read_text())
+    assert row["layout"] == "default" and row["default"] is True
+    assert (row["pages"], row["vectors"], row["dim"]) == (200, 48, 32)
+    assert row["recall_at_10"] >= 0.9  # 200 pages, the whole store within the prefetch
+    assert row["disk_bytes_per_page"] > 0 and row["cpu_p50_ms"] > 0
+    assert not any((tmp_path / "w").iterdir())  # the stores are removed
+
+
+def test_the_corpus_and_its_ground_truth_take_the_width() -> None:
+    corpus = bench.Corpus(120, 12, dim=40)
+    pages, _ = corpus.document(1)
+    assert pages.shape == (20, 12, 40)
+    queries, targets = corpus.queries(4)
+    assert all(q.shape[1] == 40 for q in queries)
+    exact = bench.ExactMaxSim(corpus, queries)
+    for doc in range(corpus.n_docs):
+        exact.add(doc, corpus.document(doc)[0])
+    top = exact.top()
+    # a query is drawn from its target page's words: the target ranks near the top
+    assert np.mean([t in row for t, row in zip(targets, top, strict=True)]) >= 0.75
