@@ -173,3 +173,23 @@ async def test_async_engine_path(report_pdf: Path, tmp_path: Path) -> None:
     )
     response = await engine.aquery("staff by region")
     assert [n.node.metadata["kind"] for n in response.source_nodes][2:] == ["chart", "table"]
+
+
+def test_blocks_for_one_page_shares_the_node_path_cache(
+    report_pdf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The evaluation's box grounding asks for a page's blocks without a node; it must see what
+    the postprocessor would crop, and fill the same cache."""
+    pp = CropPostprocessor(cache_dir=str(tmp_path), detect_options=FAST)
+    blocks = pp.blocks_for("v1", str(report_pdf), 1)
+    assert any(b.kind == "table" and containment(TABLE_BOX, b.bbox) > 0.9 for b in blocks)
+    import llama_index_docmemo.postprocessors.crops as crops_module
+
+    def fail(*args: object, **kwargs: object) -> None:
+        raise AssertionError("detection ran again")
+
+    monkeypatch.setattr(crops_module, "detect_layout_pymupdf", fail)
+    again = CropPostprocessor(cache_dir=str(tmp_path), detect_options=FAST)
+    assert again.blocks_for("v1", str(report_pdf), 1) == blocks
+    crops = crops_of(again.postprocess_nodes([page_node(report_pdf, 1)], QueryBundle("revenue")))
+    assert crops, "the node path reads the blocks blocks_for stored"

@@ -118,6 +118,16 @@ class CropPostprocessor(BaseNodePostprocessor):
         query = query_bundle.query_str if query_bundle is not None else None
         return await run_cpu(crops_in_worker, settings, nodes, query)
 
+    def blocks_for(self, doc_version: str, source: str, page: int) -> list[LayoutBlock]:
+        """Layout blocks of one page, for callers without a node (the evaluation's box grounding):
+        from the cache, else detected with PyMuPDF and stored."""
+        docs: dict[str, pymupdf.Document] = {}
+        try:
+            return self._page_blocks(doc_version, source, page, docs)
+        finally:
+            for doc in docs.values():
+                doc.close()
+
     def _blocks(self, node: NodeWithScore, docs: dict[str, pymupdf.Document]) -> list[LayoutBlock]:
         """A page whose PDF cannot be read gets no crops: crops refine an answer, they must not break it."""
         meta = node.node.metadata
