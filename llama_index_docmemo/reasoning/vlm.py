@@ -11,7 +11,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.prompts import BasePromptTemplate
 
 from llama_index_docmemo.ingest.page_images import page_image_files
-from llama_index_docmemo.llms.images import load_blocks
+from llama_index_docmemo.llms.images import load_blocks, sizing_for
 from llama_index_docmemo.llms.images import max_images as llm_max_images
 from llama_index_docmemo.llms.servers import ServerMemory, memory_for
 from llama_index_docmemo.llms.vision import ImageChoice, ImagesSetting, decide_images
@@ -52,6 +52,8 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
         text_chars: extracted text shown per round, shared evenly between pages,
             each page getting between ``min_page_chars`` and ``max_page_chars``.
         limits: bounds on what one reply may put into the memories.
+        max_image_tokens: most tokens one image may cost (``llms/images.py``; None: the
+            resolution the model uses).
         server_memory: what the LLM's server taught (a refusal of images, its window); default
             the LLM's own (:class:`~llama_index_docmemo.OpenAICompatible`), else one of this
             reader's own (see :func:`~llama_index_docmemo.llms.servers.memory_for`).
@@ -70,8 +72,10 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
         min_page_chars: int = 800,
         limits: ReplyLimits | None = None,
         server_memory: ServerMemory | None = None,
+        max_image_tokens: int | None = None,
     ) -> None:
         self.llm = llm
+        self.sizing = sizing_for(llm, max_image_tokens)
         self.images = images
         self.server_memory = memory_for(llm, server_memory)
         self.image_choice = decide_images(llm, images, self.server_memory)
@@ -107,7 +111,7 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
             pairs = zip(chosen, found, strict=True)
             loaders.update({ImageSlot("page", i): load for i, load in pairs if load is not None})
             loaders.update({ImageSlot("crop", j): inp.crops[j].load_image for j in sorted(crops)})
-        images = (yield offload(load_blocks, self.llm, loaders)) if loaders else {}
+        images = (yield offload(load_blocks, self.sizing, loaders)) if loaders else {}
         page_chars = page_text_budget(
             len(inp.pages), self.text_chars, self.max_page_chars, self.min_page_chars
         )
