@@ -26,7 +26,7 @@ from PIL import Image
 from llama_index_docmemo.ingest.pdf import render_page
 from llama_index_docmemo.llms.image_budget import fit_size
 
-VARIANTS = [("PNG", None), ("WEBP", 80), ("WEBP", 70), ("WEBP", 60), ("JPEG", 80), ("JPEG", 70)]
+VARIANTS = [("PNG", None), ("WEBP", 80), ("JPEG", 80), ("JPEG", 70), ("JPEG", 60), ("JPEG", 50)]
 
 
 def words(text: str) -> Counter[str]:

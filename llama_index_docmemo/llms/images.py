@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import io
 import logging
-from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar
 
-from llama_index.core.base.llms.types import ImageBlock
+from llama_index.core.base.llms.types import ChatMessage, ImageBlock
 
 from llama_index_docmemo.llms.image_budget import fit_size, image_tokens, model_family
 from llama_index_docmemo.llms.vision import model_name
@@ -75,6 +75,18 @@ class ImageSizing:
     def tokens(self, width: int, height: int) -> int:
         """Estimated tokens of an image sent at ``width x height`` (the family's formula)."""
         return image_tokens(self.family, width, height)
+
+
+PAGE_SIZE = (1159, 1500)
+"""A letter page as the reader renders it (1500-px long side): the yardstick of a crop's cost."""
+
+
+def crop_sizing(sizing: ImageSizing) -> ImageSizing:
+    """``sizing`` for crops: a crop costs at most the tokens of a page image. A crop is rendered
+    at 200 dpi, so a table's band of a page would otherwise cost more than the whole page (with
+    gpt-4o 1105 tokens against 765): it keeps that page's detail per token, no more."""
+    page = sizing.tokens(*sizing.size(*PAGE_SIZE))
+    return replace(sizing, max_tokens=min(page, sizing.max_tokens or page))
 
 
 def sizing_for(llm: LLM, max_tokens: int | None = None) -> ImageSizing:
@@ -133,6 +145,14 @@ def block_size(block: ImageBlock) -> tuple[int, int] | None:
             return opened.size
     except Exception:  # an estimate is never worth failing a request
         return None
+
+
+def request_image_tokens(messages: Sequence[ChatMessage], model: str) -> int:
+    """Estimated image tokens of a request to ``model``: its family's formula over the sizes of
+    the images it carries (images whose size cannot be read here count 0)."""
+    family = model_family(model)
+    sizes = [block_size(b) for m in messages for b in m.blocks if isinstance(b, ImageBlock)]
+    return sum(image_tokens(family, *size) for size in sizes if size is not None)
 
 
 def max_images(llm: LLM, default: int = 8) -> int:

@@ -7,11 +7,11 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.base.llms.types import ChatMessage, ImageBlock
 from llama_index.core.prompts import BasePromptTemplate
 
 from llama_index_docmemo.ingest.page_images import page_image_files
-from llama_index_docmemo.llms.images import load_blocks, sizing_for
+from llama_index_docmemo.llms.images import ImageSizing, crop_sizing, load_blocks, sizing_for
 from llama_index_docmemo.llms.images import max_images as llm_max_images
 from llama_index_docmemo.llms.servers import ServerMemory, memory_for
 from llama_index_docmemo.llms.vision import ImageChoice, ImagesSetting, decide_images
@@ -99,6 +99,7 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
         """The chat request for one round; page images are rendered once into the cache (in
         worker processes under the async driver) and crops read from theirs, off the loop."""
         loaders: dict[ImageSlot, Callable[[], Any]] = {}
+        crop_loaders: dict[ImageSlot, Callable[[], Any]] = {}
         if send_images and self.max_images > 0:
             shown = {p.ref for p in inp.pages}
             pages, crops = plan_images(
@@ -110,8 +111,10 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
             found = yield from page_loaders_for([inp.pages[i] for i in chosen])
             pairs = zip(chosen, found, strict=True)
             loaders.update({ImageSlot("page", i): load for i, load in pairs if load is not None})
-            loaders.update({ImageSlot("crop", j): inp.crops[j].load_image for j in sorted(crops)})
-        images = (yield offload(load_blocks, self.sizing, loaders)) if loaders else {}
+            crop_loaders = {ImageSlot("crop", j): inp.crops[j].load_image for j in sorted(crops)}
+        images: dict[ImageSlot, ImageBlock] = {}
+        if loaders or crop_loaders:
+            images = yield offload(round_images, self.sizing, loaders, crop_loaders)
         page_chars = page_text_budget(
             len(inp.pages), self.text_chars, self.max_page_chars, self.min_page_chars
         )
@@ -141,6 +144,15 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
 
     def reason(self, inp: ReasoningInput) -> Feedback:
         return run(self.read(inp))
+
+
+def round_images(
+    sizing: ImageSizing,
+    pages: dict[ImageSlot, Callable[[], Any]],
+    crops: dict[ImageSlot, Callable[[], Any]],
+) -> dict[ImageSlot, ImageBlock]:
+    """A round's page images sized by ``sizing`` and its crops by :func:`crop_sizing` (blocking)."""
+    return {**load_blocks(sizing, pages), **load_blocks(crop_sizing(sizing), crops)}
 
 
 def page_loaders_for(views: list[PageView]) -> Steps[list[Callable[[], Any] | None]]:
