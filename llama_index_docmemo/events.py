@@ -104,8 +104,9 @@ class LLMCallTally:
             messages = getattr(event, "messages", None) or []
             for message in messages:
                 self.images += sum(isinstance(b, ImageBlock) for b in message.blocks)
-            model = (getattr(event, "model_dict", None) or {}).get("model")
-            self.image_tokens += request_image_tokens(messages, str(model or ""))
+            described = getattr(event, "model_dict", None) or {}  # the LLM's metadata
+            model = described.get("model") or described.get("model_name") or ""
+            self.image_tokens += request_image_tokens(messages, str(model))
             if event.span_id is not None:
                 self._open.add(event.span_id)
 
