@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from llama_index_docmemo.reasoning.base import CropView, EvidenceNote, PageView, ReasoningInput
 from llama_index_docmemo.reasoning.prompts import (
     ImageSlot,
@@ -136,3 +138,38 @@ def test_repair_request_carries_the_problem_schema_and_fenced_reply() -> None:
     assert "not valid JSON" in text and '{"type": "object"}' in text
     assert "<document>\n{oops</ document>\n</document>" in text  # the reply cannot close the fence
     assert system.role == "system" and "valid JSON" in (system.content or "")
+
+
+def test_two_questions_on_the_same_documents_share_everything_up_to_the_question() -> None:
+    """Servers' prefix caches reuse the longest common prefix: system turn, then the outline."""
+    from llama_index_docmemo.memory.schema import DocumentSchema, SchemaMemory, Section
+    from llama_index_docmemo.reasoning.prompts import READER_SYSTEM_PROMPT, to_messages
+
+    a = DocumentSchema(
+        doc_id="a.pdf",
+        doc_version="v1",
+        n_pages=90,
+        title="10-K",
+        sections=[Section(title="Item 7", level=0, start_page=30, end_page=45)],
+    )
+    b = DocumentSchema(doc_id="b.pdf", doc_version="v1", n_pages=12, title="Memo")
+    met_first, met_second = SchemaMemory([a, b]), SchemaMemory([b, a])  # met in either order
+
+    def request(question: str, pages: list[int], schema: SchemaMemory) -> str:
+        inp = ReasoningInput(
+            question=question,
+            query=question,
+            pages=[page(n) for n in pages],
+            outline=schema.describe(),
+        )
+        messages = to_messages(
+            READER_SYSTEM_PROMPT.format(), reading_prompt(inp, set(), set(), page_chars=500), {}
+        )
+        return "\n".join(str(m.content) for m in messages)
+
+    first = request("How much was 2023 revenue?", [31, 32], met_first)
+    second = request("Who audited the accounts?", [70, 71], met_second)
+    shared = len(os.path.commonprefix([first, second]))
+    assert shared == first.index("Question: ") + len("Question: ")
+    assert first.index("Outline of the documents") < first.index("Question: ")
+    assert "Item 7 [pp. 30-45]" in first[:shared]

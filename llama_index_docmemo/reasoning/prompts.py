@@ -171,9 +171,15 @@ def reading_prompt(
     max_evidence: int = 30,
     reply: PromptTemplate = READER_REPLY_PROMPT,
 ) -> list[Part]:
-    """The user turn of one reading round: question, memories, numbered pages, crops, reply form."""
+    """The user turn of one reading round: the outline, question, memories, numbered pages,
+    crops, reply form. The outline (the document schema) comes first, right after the system
+    turn: it is the same for every question on the same documents, so a server's prefix cache
+    (vLLM's, OpenAI's) reuses everything up to the question."""
     n = len(inp.pages)
-    head = [f"Question: {inp.question}"]
+    head = []
+    if inp.outline.strip():
+        head.append("Outline of the documents:\n" + _fenced(clip_lines(inp.outline, outline_chars)))
+    head.append(f"Question: {inp.question}")
     if inp.query.strip() and inp.query.strip() != inp.question.strip():
         head.append(f"Search query used this round: {inp.query}")
     progress = f"Reading round {inp.round}."
@@ -185,8 +191,6 @@ def reading_prompt(
             'or status "unanswerable" if the documents do not hold it.'
         )
     head.append(progress)
-    if inp.outline.strip():
-        head.append("Outline of the documents:\n" + _fenced(clip_lines(inp.outline, outline_chars)))
     if inp.evidence:
         lines = _evidence_lines(inp.evidence, max_evidence, 300)
         head.append("Notes from earlier rounds:\n" + _fenced("\n".join(lines)))
