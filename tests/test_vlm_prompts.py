@@ -173,3 +173,29 @@ def test_two_questions_on_the_same_documents_share_everything_up_to_the_question
     assert shared == first.index("Question: ") + len("Question: ")
     assert first.index("Outline of the documents") < first.index("Question: ")
     assert "Item 7 [pp. 30-45]" in first[:shared]
+
+
+def test_a_lone_table_crop_replaces_its_page_s_image_when_the_text_carries_the_rest() -> None:
+    from llama_index_docmemo.reasoning.prompts import pages_shown_by_their_crop
+
+    prose = "word " * 300
+
+    def crop(n: int, with_image: bool = True) -> CropView:
+        load = (lambda: None) if with_image else None
+        return CropView(page=PageRef("r.pdf", n), kind="table", bbox=(0, 0, 1, 1), load_image=load)
+
+    shown = [page(1, prose), page(2, prose), page(3, "a chart, few words"), page(4, prose)]
+    crops = [crop(1), crop(2), crop(2), crop(3), crop(4, with_image=False)]
+    # page 1: one crop, full text; page 2: two blocks; page 3: the text does not carry it;
+    # page 4: its crop has no image
+    assert pages_shown_by_their_crop(shown, crops) == {0}
+    parts = reading_prompt(
+        ReasoningInput(question="q", query="q", pages=shown, crops=crops[:1]),
+        {1, 2, 3},
+        {0},
+        page_chars=2000,
+        cropped={0},
+    )
+    text = text_of(parts)
+    assert "[1] r.pdf, page 1\n(image: the crop of this page's table or figure below)" in text
+    assert "<page:0>" not in text and "(table on page [1])<crop:0>" in text

@@ -23,9 +23,9 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
-from llama_index_docmemo.reasoning.base import EvidenceNote, PageView, ReasoningInput
+from llama_index_docmemo.reasoning.base import CropView, EvidenceNote, PageView, ReasoningInput
 from llama_index_docmemo.reasoning.replies import clip
-from llama_index_docmemo.types import PageInput
+from llama_index_docmemo.types import PageInput, PageRef
 
 if TYPE_CHECKING:
     from llama_index.core.schema import NodeWithScore
@@ -122,6 +122,7 @@ SUMMARY_REPLY_PROMPT = PromptTemplate(SUMMARY_REPLY)
 ANSWER_PROMPT = PromptTemplate(ANSWER)
 """The streamed final answer: ``{question}``, the loop's ``{draft}`` and the ``{evidence}`` text."""
 
+
 def _fenced(text: str) -> str:
     # a page cannot close the fence early and talk outside it
     safe = text.replace("<document>", "< document>").replace("</document>", "</ document>")
@@ -139,6 +140,31 @@ def page_text_budget(
     """Characters of extracted text shown per page: an even share of the total, within bounds."""
     share = total_chars // max(1, n_pages)
     return max(min_page_chars, min(max_page_chars, share))
+
+
+CROP_FOR_PAGE_MIN_TEXT = 1000
+"""Characters of extracted text from which a page's text layer carries its prose."""
+
+
+def pages_shown_by_their_crop(
+    pages: Sequence[PageView],
+    crops: Sequence[CropView],
+    min_text_chars: int = CROP_FOR_PAGE_MIN_TEXT,
+) -> set[int]:
+    """Pages whose image their crop replaces: the layout found one table or figure on the page
+    (the round has exactly one crop of it, with an image) and the page's extracted text has at
+    least ``min_text_chars`` characters, so the crop shows the visual evidence and the text the
+    rest. A crop costs at most a page image's tokens (``llms/images.py``), so this saves one."""
+    per_page: dict[PageRef, list[CropView]] = {}
+    for crop in crops:
+        per_page.setdefault(crop.page, []).append(crop)
+    return {
+        i
+        for i, page in enumerate(pages)
+        if len(per_page.get(page.ref, [])) == 1
+        and per_page[page.ref][0].load_image is not None
+        and len(page.text.strip()) >= min_text_chars
+    }
 
 
 def plan_images(
@@ -167,12 +193,13 @@ def reading_prompt(
     crop_images: set[int],
     *,
     page_chars: int,
+    cropped: set[int] = frozenset(),  # type: ignore[assignment]
     outline_chars: int = 3000,
     max_evidence: int = 30,
     reply: PromptTemplate = READER_REPLY_PROMPT,
 ) -> list[Part]:
     """The user turn of one reading round: the outline, question, memories, numbered pages,
-    crops, reply form. The outline (the document schema) comes first, right after the system
+    crops, reply form (``cropped``: pages whose image is their crop's, shown below). The outline (the document schema) comes first, right after the system
     turn: it is the same for every question on the same documents, so a server's prefix cache
     (vLLM's, OpenAI's) reuses everything up to the question."""
     n = len(inp.pages)
@@ -205,6 +232,8 @@ def reading_prompt(
         parts.append(f"\n\n[{i + 1}] {_where(page.ref.doc_id, page.ref.page, page.section)}")
         if i in page_images:
             parts.append(ImageSlot("page", i))
+        elif i in cropped:
+            parts.append("\n(image: the crop of this page's table or figure below)")
         else:
             parts.append("\n(no image of this page; text only)")
         text = clip_lines(page.text, page_chars) if page.text.strip() else "(no extractable text)"

@@ -23,6 +23,7 @@ from llama_index_docmemo.reasoning.prompts import (
     ImageSlot,
     SystemReplyPrompts,
     page_text_budget,
+    pages_shown_by_their_crop,
     plan_images,
     reading_prompt,
     to_messages,
@@ -100,10 +101,12 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
         worker processes under the async driver) and crops read from theirs, off the loop."""
         loaders: dict[ImageSlot, Callable[[], Any]] = {}
         crop_loaders: dict[ImageSlot, Callable[[], Any]] = {}
+        cropped: set[int] = set()
         if send_images and self.max_images > 0:
             shown = {p.ref for p in inp.pages}
+            cropped = pages_shown_by_their_crop(inp.pages, inp.crops)
             pages, crops = plan_images(
-                [p.has_image for p in inp.pages],
+                [p.has_image and i not in cropped for i, p in enumerate(inp.pages)],
                 [c.load_image is not None and c.page in shown for c in inp.crops],
                 self.max_images,
             )
@@ -123,6 +126,12 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
             {s.index for s in images if s.kind == "page"},
             {s.index for s in images if s.kind == "crop"},
             page_chars=page_chars,
+            cropped={
+                i
+                for i in cropped
+                for j, crop in enumerate(inp.crops)
+                if crop.page == inp.pages[i].ref and ImageSlot("crop", j) in images
+            },
             reply=self.reply_prompt,  # type: ignore[arg-type]
         )
         return to_messages(self.system_prompt.format(), parts, images)
