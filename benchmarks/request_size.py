@@ -108,7 +108,9 @@ def main() -> None:
     longest = max(max(s) for r in rows for s in r[2])
     print(f"model {args.model} ({model_family(args.model)}), {len(rows)} requests")
     print(f"images per request: {min(sizes)}-{max(sizes)}; longest side sent: {longest} px")
-    print(f"request body MB: mean {statistics.mean(body):.2f}, max {max(body):.2f}")
+    small = sum(b <= 1.0 for b in body)
+    print(f"request body MB: mean {statistics.mean(body):.2f}, max {max(body):.2f}; ", end="")
+    print(f"{small} of {len(body)} at most 1 MB")
     print(
         f"image tokens per request (estimate): mean {statistics.mean(tokens):.0f}, max {max(tokens)}"
     )
