@@ -29,6 +29,8 @@ def test_the_sizing_follows_the_llm_s_model_and_server_cap() -> None:
     assert sizing_for(OpenAI(model="gpt-4o", api_key="sk")) == ImageSizing("openai")
     qwen = QwenVL(api_base="http://x/v1", max_image_side=1000, image_format="PNG")
     assert sizing_for(qwen, 500) == ImageSizing("qwen-vl", 500, 1000, "PNG")
+    # no image costs more than the window budget counts it as (tokens_per_image)
+    assert sizing_for(QwenVL(api_base="http://x/v1")).max_tokens == 2048
 
 
 def test_a_page_for_gpt4o_is_jpeg_at_high_detail_s_own_size() -> None:

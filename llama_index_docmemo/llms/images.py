@@ -90,10 +90,14 @@ def crop_sizing(sizing: ImageSizing) -> ImageSizing:
 
 
 def sizing_for(llm: LLM, max_tokens: int | None = None) -> ImageSizing:
-    """The sizing of ``llm``'s images: its model's family, and its server's ``max_image_side``
-    and ``image_format`` where it has them (:class:`~llama_index_docmemo.OpenAICompatible`)."""
+    """The sizing of ``llm``'s images: its model's family, and its server's ``max_image_side``,
+    ``image_format`` and ``tokens_per_image`` (what the context budget counts an image as, so
+    no image costs more) where it has them (:class:`~llama_index_docmemo.OpenAICompatible`)."""
     side = getattr(llm, "max_image_side", None)
     fmt = getattr(llm, "image_format", None)
+    counted = getattr(llm, "tokens_per_image", None)
+    if isinstance(counted, int) and counted >= 64:
+        max_tokens = min(counted, max_tokens or counted)
     return ImageSizing(
         family=model_family(model_name(llm)),
         max_tokens=max_tokens,
