@@ -1,7 +1,8 @@
 """A scripted OpenAI-compatible chat server on 127.0.0.1, standing in for ``vllm serve``.
 
 It speaks the chat-completions protocol the real ``openai`` client expects, checks every request
-the way vLLM would refuse it (model name, message shapes, images decodable as PNG within the size
+the way vLLM would refuse it (model name, message shapes, images decodable as their data URL's
+PNG, JPEG or WebP within the size
 and count limits, a JSON schema when one is required) and answers from a script. Each request is
 recorded for assertions.
 
@@ -46,13 +47,16 @@ class Reply:
 
 @dataclass
 class Request:
-    """What the server received: the JSON body, its text, the decoded images, any problems."""
+    """What the server received: the JSON body, its text, the decoded images (sizes and
+    formats), any problems, and the body's size in bytes."""
 
     body: dict[str, Any]
     text: str
     image_sizes: list[tuple[int, int]]
     schema: dict[str, Any] | None
     problems: list[str]
+    image_formats: list[str] = field(default_factory=list)
+    body_bytes: int = 0
 
 
 Script = list[Reply | Callable[[Request], Reply]]
@@ -137,10 +141,14 @@ def _schema_of(body: dict[str, Any]) -> dict[str, Any] | None:
     return body.get("guided_json")
 
 
-def _inspect(body: dict[str, Any], server: FakeVLLM) -> Request:
+_IMAGE_URL = re.compile(r"data:image/(png|jpeg|webp);base64,")
+
+
+def _inspect(body: dict[str, Any], server: FakeVLLM, body_bytes: int = 0) -> Request:
     problems: list[str] = []
     texts: list[str] = []
     sizes: list[tuple[int, int]] = []
+    formats: list[str] = []
     if body.get("model") != server.model:
         problems.append(f"model {body.get('model')!r} is not served (serving {server.model!r})")
     messages = body.get("messages")
@@ -157,16 +165,18 @@ def _inspect(body: dict[str, Any], server: FakeVLLM) -> Request:
                 texts.append(part.get("text", ""))
             elif part.get("type") == "image_url":
                 url = (part.get("image_url") or {}).get("url", "")
-                prefix = "data:image/png;base64,"
-                if not url.startswith(prefix):
-                    problems.append(f"image is not a PNG data URL: {url[:40]!r}")
+                prefix = _IMAGE_URL.match(url)
+                if prefix is None:
+                    problems.append(f"image is not a PNG/JPEG/WebP data URL: {url[:40]!r}")
                     continue
+                said = prefix.group(1).upper()
                 try:
-                    with Image.open(io.BytesIO(base64.b64decode(url[len(prefix) :]))) as image:
+                    with Image.open(io.BytesIO(base64.b64decode(url[prefix.end() :]))) as image:
                         image.load()
-                        if image.format != "PNG":
-                            problems.append(f"image decodes as {image.format}, not PNG")
+                        if image.format != said:
+                            problems.append(f"image decodes as {image.format}, not {said}")
                         sizes.append(image.size)
+                        formats.append(str(image.format))
                 except Exception as exc:
                     problems.append(f"image does not decode: {exc}")
             else:
@@ -184,7 +194,7 @@ def _inspect(body: dict[str, Any], server: FakeVLLM) -> Request:
         in_prompt = "validates against this JSON schema" in text
         if not in_prompt:
             problems.append("no JSON schema in response_format / structured_outputs / guided_json")
-    return Request(body, text, sizes, schema, problems)
+    return Request(body, text, sizes, schema, problems, formats, body_bytes)
 
 
 def _completion(model: str, content: str, prompt_chars: int) -> dict[str, Any]:
@@ -303,7 +313,7 @@ class _Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError:
             self._send(400, _error("body is not JSON", 400))
             return
-        request = _inspect(body, self.fake)
+        request = _inspect(body, self.fake, len(raw))
         refusal = _refusal(body, self.fake.flavour)
         server = self.fake.flavour
         if refusal is None:  # the form is read first, the content after (as llama.cpp does)

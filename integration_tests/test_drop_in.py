@@ -33,6 +33,7 @@ from llama_index_docmemo import (
     open_store,
 )
 from llama_index_docmemo.cli import main
+from llama_index_docmemo.llms.image_budget import image_tokens
 from llama_index_docmemo.llms.servers import ServerMemory, server_key
 
 QUESTION = "What was the retail segment margin in 2023?"
@@ -176,6 +177,8 @@ def test_openai_gpt4o_reads_page_images_with_its_native_structured_output(index)
     assert trace["reader"] == "llm" and trace["images"] is True
     assert "gpt-4o" in trace["images_reason"]
     assert sum(r["images"] for r in trace["rounds"]) == sum(len(r.image_sizes) for r in requests)
+    estimated = sum(image_tokens("openai", *size) for r in requests for size in r.image_sizes)
+    assert sum(r["image_tokens"] for r in trace["rounds"]) == estimated > 0
 
 
 def test_openai_like_gets_text_and_the_schema_in_the_prompt_unless_images_are_on(index) -> None:

@@ -91,7 +91,10 @@ def test_a_reading_round_sends_page_images_and_schema_and_maps_feedback() -> Non
         fb = VLMReasoner(qwen(server)).reason(round_input(2))
     assert server.problems == []
     (request,) = server.requests
-    assert request.image_sizes == [(1125, 1500), (1125, 1500)]
+    # Qwen-VL: JPEG at multiples of its 28-px patch, within the 1500-px long side and the 2048
+    # tokens the window budget counts an image as (39 x 52 patches)
+    assert request.image_sizes == [(1092, 1456), (1092, 1456)]
+    assert request.image_formats == ["JPEG", "JPEG"]
     assert request.schema is not None and "useful_pages" in request.schema["properties"]
     assert request.body["response_format"]["type"] == "json_schema"
     assert request.body["model"] == MODEL and request.body["temperature"] == 0.0

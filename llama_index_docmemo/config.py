@@ -168,6 +168,9 @@ class BudgetSettings(_Settings):
             reader's LLM requests (stop reason "deadline").
         max_question_chars / question_overflow: questions longer than this are refused
             ("error") or cut ("truncate"); an empty question is always refused.
+        max_image_tokens: most tokens one page or crop image may cost the reader and reranker,
+            by the model family's formula (``llms/image_budget.py``); None sends each image at
+            the resolution the model uses, and never more.
     """
 
     max_llm_calls: int | None = Field(None, ge=1)
@@ -175,6 +178,7 @@ class BudgetSettings(_Settings):
     max_seconds: float | None = Field(None, gt=0)
     max_question_chars: int = Field(4000, ge=1)
     question_overflow: Literal["error", "truncate"] = "error"
+    max_image_tokens: int | None = Field(None, ge=64)
 
 
 class AnswerSettings(_Settings):

@@ -28,6 +28,8 @@ from llama_index.core.instrumentation.events.llm import (
 from llama_index.core.instrumentation.span import BaseSpan
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
 
+from llama_index_docmemo.llms.images import request_image_tokens
+
 _STARTS = (LLMChatStartEvent, LLMCompletionStartEvent)
 _ENDS = (LLMChatEndEvent, LLMCompletionEndEvent)
 
@@ -58,8 +60,9 @@ class DocMemoRoundEndEvent(BaseEvent):
 
 class LLMCallTally:
     """Requests counted inside one :func:`counting_llm_calls` block, with the images they
-    carried and the tokens the LLM reported (``prompt_tokens`` / ``completion_tokens``, as
-    LlamaIndex's OpenAI and Ollama classes and this package's clients report them).
+    carried, the tokens the LLM reported (``prompt_tokens`` / ``completion_tokens``, as
+    LlamaIndex's OpenAI and Ollama classes and this package's clients report them) and the
+    image tokens estimated by the model family's formula (``image_tokens``, ``llms/images.py``).
 
     A request made inside another (``CustomLLM.chat`` calls ``complete``: its span is a child
     of the outer request's) is one request. A request ends with its end event, or when its span
@@ -72,6 +75,7 @@ class LLMCallTally:
     def __init__(self) -> None:
         self.calls = 0
         self.images = 0
+        self.image_tokens = 0
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.without_usage = 0
@@ -97,8 +101,12 @@ class LLMCallTally:
             if self._nested(event.span_id):
                 return
             self.calls += 1
-            for message in getattr(event, "messages", None) or []:
+            messages = getattr(event, "messages", None) or []
+            for message in messages:
                 self.images += sum(isinstance(b, ImageBlock) for b in message.blocks)
+            described = getattr(event, "model_dict", None) or {}  # the LLM's metadata
+            model = described.get("model") or described.get("model_name") or ""
+            self.image_tokens += request_image_tokens(messages, str(model))
             if event.span_id is not None:
                 self._open.add(event.span_id)
 

@@ -246,7 +246,12 @@ class DocMemoQueryEngine(BaseQueryEngine):
             if llm is not None:
                 from llama_index_docmemo.reasoning.vlm import VLMReasoner
 
-                reasoner = VLMReasoner(llm, images=images, server_memory=server_memory)
+                reasoner = VLMReasoner(
+                    llm,
+                    images=images,
+                    server_memory=server_memory,
+                    max_image_tokens=config.budget.max_image_tokens,
+                )
                 logger.info("DocMemo reader: %s", reasoner.image_choice.reason)
             else:
                 from llama_index_docmemo.reasoning.offline import OfflineReasoner
@@ -265,6 +270,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
                 top_n=config.loop.pages_per_round,
                 images=images,
                 server_memory=server_memory,
+                max_image_tokens=config.budget.max_image_tokens,
             )
         callbacks = callback_manager or Settings.callback_manager
         retriever = DocMemoRetriever(

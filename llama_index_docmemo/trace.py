@@ -90,6 +90,7 @@ class RoundTrace(BaseModel):
     beliefs: list[BeliefState] = Field(default_factory=list)
     llm_calls: int = 0
     images: int = 0  # images in the round's LLM requests (reading and reranking)
+    image_tokens: int = 0  # their tokens, estimated by the model family's formula
     prompt_tokens: int = 0  # as the LLMs reported them (0 when they do not)
     completion_tokens: int = 0
     seconds: float = 0.0

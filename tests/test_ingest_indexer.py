@@ -334,3 +334,24 @@ def test_a_page_the_encoder_cannot_read_fails_that_document_only(tmp_path: Path)
     assert report.failed == [
         (str(docs[1]), "cannot encode: page b.pdf#p1: 3 image tokens, expected 4")
     ]
+
+
+def test_summaries_are_written_once_per_document_version(tmp_path: Path, parts) -> None:
+    """Summaries live in the stored schema: an unchanged file costs no summary call, a new
+    version one (the questions afterwards read them from the store)."""
+    store, encoder = parts
+    calls: list[str] = []
+
+    def vlm_summaries(schema: DocumentSchema, pages: Sequence[PageRecord]) -> dict[int, str]:
+        calls.append(schema.doc_version)
+        return {2: "Why widgets matter"}
+
+    indexer = DocumentIndexer(store, encoder, ocr=False, summarizer=vlm_summaries)
+    path = make_report(tmp_path / "r.pdf")
+    indexer.index_paths([path])
+    indexer.index_paths([path])
+    assert len(calls) == 1
+    make_report(path, extra="A new closing remark on page five")
+    indexer.index_paths([path])
+    assert len(calls) == 2 and calls[0] != calls[1]
+    assert store.schemas["r.pdf"].summary_of(2) == "Why widgets matter"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from llama_index_docmemo.reasoning.base import CropView, EvidenceNote, PageView, ReasoningInput
 from llama_index_docmemo.reasoning.prompts import (
     ImageSlot,
@@ -136,3 +138,64 @@ def test_repair_request_carries_the_problem_schema_and_fenced_reply() -> None:
     assert "not valid JSON" in text and '{"type": "object"}' in text
     assert "<document>\n{oops</ document>\n</document>" in text  # the reply cannot close the fence
     assert system.role == "system" and "valid JSON" in (system.content or "")
+
+
+def test_two_questions_on_the_same_documents_share_everything_up_to_the_question() -> None:
+    """Servers' prefix caches reuse the longest common prefix: system turn, then the outline."""
+    from llama_index_docmemo.memory.schema import DocumentSchema, SchemaMemory, Section
+    from llama_index_docmemo.reasoning.prompts import READER_SYSTEM_PROMPT, to_messages
+
+    a = DocumentSchema(
+        doc_id="a.pdf",
+        doc_version="v1",
+        n_pages=90,
+        title="10-K",
+        sections=[Section(title="Item 7", level=0, start_page=30, end_page=45)],
+    )
+    b = DocumentSchema(doc_id="b.pdf", doc_version="v1", n_pages=12, title="Memo")
+    met_first, met_second = SchemaMemory([a, b]), SchemaMemory([b, a])  # met in either order
+
+    def request(question: str, pages: list[int], schema: SchemaMemory) -> str:
+        inp = ReasoningInput(
+            question=question,
+            query=question,
+            pages=[page(n) for n in pages],
+            outline=schema.describe(),
+        )
+        messages = to_messages(
+            READER_SYSTEM_PROMPT.format(), reading_prompt(inp, set(), set(), page_chars=500), {}
+        )
+        return "\n".join(str(m.content) for m in messages)
+
+    first = request("How much was 2023 revenue?", [31, 32], met_first)
+    second = request("Who audited the accounts?", [70, 71], met_second)
+    shared = len(os.path.commonprefix([first, second]))
+    assert shared == first.index("Question: ") + len("Question: ")
+    assert first.index("Outline of the documents") < first.index("Question: ")
+    assert "Item 7 [pp. 30-45]" in first[:shared]
+
+
+def test_a_lone_table_crop_replaces_its_page_s_image_when_the_text_carries_the_rest() -> None:
+    from llama_index_docmemo.reasoning.prompts import pages_shown_by_their_crop
+
+    prose = "word " * 300
+
+    def crop(n: int, with_image: bool = True) -> CropView:
+        load = (lambda: None) if with_image else None
+        return CropView(page=PageRef("r.pdf", n), kind="table", bbox=(0, 0, 1, 1), load_image=load)
+
+    shown = [page(1, prose), page(2, prose), page(3, "a chart, few words"), page(4, prose)]
+    crops = [crop(1), crop(2), crop(2), crop(3), crop(4, with_image=False)]
+    # page 1: one crop, full text; page 2: two blocks; page 3: the text does not carry it;
+    # page 4: its crop has no image
+    assert pages_shown_by_their_crop(shown, crops) == {0}
+    parts = reading_prompt(
+        ReasoningInput(question="q", query="q", pages=shown, crops=crops[:1]),
+        {1, 2, 3},
+        {0},
+        page_chars=2000,
+        cropped={0},
+    )
+    text = text_of(parts)
+    assert "[1] r.pdf, page 1\n(image: the crop of this page's table or figure below)" in text
+    assert "<page:0>" not in text and "(table on page [1])<crop:0>" in text

@@ -10,7 +10,10 @@ from PIL import Image
 
 from llama_index_docmemo.errors import LLMError
 from llama_index_docmemo.llms import OpenAICompatible
-from llama_index_docmemo.llms.qwen_vl import DEFAULT_MODEL, QwenVL, fit_image, png_image_block
+from llama_index_docmemo.llms.images import ImageSizing, encode_image
+from llama_index_docmemo.llms.qwen_vl import DEFAULT_MODEL, QwenVL
+
+PNG = ImageSizing(image_format="PNG")
 
 
 def decoded(block: ImageBlock) -> Image.Image:
@@ -83,36 +86,39 @@ def test_unknown_structured_modes_are_refused_and_the_old_name_still_works() -> 
 
 def test_a_text_only_llm_refuses_images_before_sending() -> None:
     llm = OpenAICompatible(api_base="http://x/v1", model="m", multimodal=False)
-    block = png_image_block(Image.new("RGB", (10, 10)))
+    block = encode_image(Image.new("RGB", (10, 10)), PNG)
     with pytest.raises(ValueError, match="text-only"):
         llm._prepare([ChatMessage(role="user", blocks=[TextBlock(text="hi"), block])])
 
 
 def test_images_are_downscaled_to_the_long_side_limit() -> None:
-    assert fit_image(Image.new("RGB", (3000, 1200)), 1500).size == (1500, 600)
-    assert fit_image(Image.new("RGB", (800, 600)), 1500).size == (800, 600)
-    assert fit_image(Image.new("CMYK", (10, 10)), 1500).mode == "RGB"
-    block = png_image_block(Image.new("RGB", (1200, 4000)), 1500)
+    sizing = ImageSizing(max_side=1500, image_format="PNG")
+    block = encode_image(Image.new("RGB", (1200, 4000)), sizing)
     image = decoded(block)
     assert block.image_mimetype == "image/png" and image.format == "PNG"
-    assert image.size == (450, 1500)
+    assert image.size == (450, 1500)  # the default family's own cap (1536) is above
+    assert decoded(encode_image(Image.new("CMYK", (10, 10)), sizing)).mode == "RGB"
 
 
 def test_prepare_caps_images_per_request() -> None:
     llm = QwenVL(api_base="http://x/v1", max_images_per_prompt=2)
-    block = png_image_block(Image.new("RGB", (10, 10)))
+    block = encode_image(Image.new("RGB", (10, 10)), PNG)
     msgs = [ChatMessage(role="user", blocks=[TextBlock(text="hi"), block, block, block])]
     with pytest.raises(ValueError, match="max_images_per_prompt=2"):
         llm._prepare(msgs)
 
 
-def test_prepare_reencodes_large_or_non_png_images() -> None:
+def test_prepare_reencodes_large_images_or_another_format_than_asked() -> None:
     llm = QwenVL(api_base="http://x/v1", max_image_side=500)
     buf = io.BytesIO()
-    Image.new("RGB", (1000, 800), "red").save(buf, format="JPEG")
-    small = png_image_block(Image.new("RGB", (100, 100)))
+    Image.new("RGB", (1000, 800), "red").save(buf, format="BMP")
+    small = encode_image(Image.new("RGB", (100, 100)), PNG)
     msgs = [ChatMessage(role="user", blocks=[ImageBlock(image=buf.getvalue()), small])]
     out = llm._prepare(msgs)[0].blocks
-    first = decoded(out[0])
-    assert first.format == "PNG" and first.size == (500, 400)
+    first = decoded(out[0])  # Qwen-VL: JPEG at multiples of 28 within the 500-px cap
+    assert first.format == "JPEG" and first.size == (476, 392)
     assert out[1] is small
+    as_png = QwenVL(api_base="http://x/v1", image_format="PNG")._prepare(
+        [ChatMessage(role="user", blocks=[encode_image(Image.new("RGB", (56, 56)), ImageSizing())])]
+    )
+    assert decoded(as_png[0].blocks[0]).format == "PNG"

@@ -213,3 +213,28 @@ async def test_summarizer_async(with_images: bool) -> None:
     summarizer = VLMPageSummarizer(llm, images=with_images)
     assert await summarizer.asummarize(schema, pages) == {1: "about 1", 2: "about 2"}
     assert summarizer.llm_calls == 1
+
+
+def test_a_page_with_one_table_crop_and_full_text_sends_the_crop_instead() -> None:
+    from llama_index.core.base.llms.types import ImageBlock
+    from llama_index_docmemo.steps import run as run_steps
+
+    def image() -> Image.Image:
+        return Image.new("RGB", (1159, 1500), "white")
+
+    views = [
+        PageView(ref=PageRef("r.pdf", n), text="word " * 300, load_image=image) for n in (1, 2)
+    ]
+    crop = CropView(
+        PageRef("r.pdf", 2),
+        "table",
+        (0, 0, 1, 1),
+        load_image=lambda: image().crop((0, 0, 800, 300)),
+    )
+    reader = VLMReasoner(ScriptedLLM([]), images=True)
+    inp = ReasoningInput(question="q", query="q", pages=views, crops=[crop])
+    messages = run_steps(reader.build(inp, True))
+    images = [b for b in messages[1].blocks if isinstance(b, ImageBlock)]
+    assert len(images) == 2  # page 1, and page 2's crop in place of page 2
+    text = "".join(getattr(b, "text", "") for b in messages[1].blocks)
+    assert "[2] r.pdf, page 2\n(image: the crop of this page's table or figure below)" in text

@@ -18,7 +18,7 @@ from llama_index.core.prompts import BasePromptTemplate
 
 from llama_index_docmemo.events import counting_llm_calls
 from llama_index_docmemo.ingest.pdf import render_page
-from llama_index_docmemo.llms.images import MAX_IMAGE_SIDE, load_blocks, max_images
+from llama_index_docmemo.llms.images import MAX_IMAGE_SIDE, load_blocks, max_images, sizing_for
 from llama_index_docmemo.llms.servers import ServerMemory, memory_for
 from llama_index_docmemo.llms.vision import ImagesSetting, decide_images
 from llama_index_docmemo.memory.schema import DocumentSchema
@@ -103,7 +103,7 @@ class VLMPageSummarizer(SystemReplyPrompts):
             for i, page in enumerate(batch)
             if send_images and page.load_image is not None
         }
-        images = (yield offload(load_blocks, self.llm, loaders)) if loaders else {}
+        images = (yield offload(load_blocks, sizing_for(self.llm), loaders)) if loaders else {}
         parts = summary_prompt(
             schema.title,
             schema.doc_type,

@@ -93,7 +93,8 @@ def _scaled(width: int, height: int, scale: float) -> tuple[int, int]:
     """``width x height`` times ``scale`` (never up), sides at least 1 px."""
     if scale >= 1:
         return width, height
-    return max(1, math.floor(width * scale)), max(1, math.floor(height * scale))
+    # the epsilon keeps a side scaled onto a target (768) from landing a float's width below it
+    return max(1, math.floor(width * scale + 1e-9)), max(1, math.floor(height * scale + 1e-9))
 
 
 def _qwen_resize(family: str, width: int, height: int) -> tuple[int, int]:

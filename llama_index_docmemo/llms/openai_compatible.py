@@ -15,7 +15,8 @@ What it adds to ``OpenAILike``:
   ``_chat``/``_achat`` are implemented here;
 - **the context window** (:meth:`OpenAICompatible.context_budget`): set, read from the server's
   model list (vLLM's ``max_model_len``) or learned from its overflow error;
-- page images as PNG within ``max_image_side``, at most ``max_images_per_prompt`` per request,
+- page images sized for the model (``llms/images.py``) within ``max_image_side``, at most
+  ``max_images_per_prompt`` per request,
   none at all when ``multimodal=False``;
 - every failure an :class:`~llama_index_docmemo.errors.LLMError` naming the URL and model.
 """
@@ -57,7 +58,7 @@ from llama_index_docmemo.llms.deadline import (
 )
 from llama_index_docmemo.llms.environment import ENV_IMAGES, ENV_MODEL, ENV_URL, llm_environment
 from llama_index_docmemo.llms.failures import describe, llm_failure
-from llama_index_docmemo.llms.images import MAX_IMAGE_SIDE, png_image_block
+from llama_index_docmemo.llms.images import MAX_IMAGE_SIDE, ImageFormat, encode_image, sizing_for
 from llama_index_docmemo.llms.servers import ServerMemory
 from llama_index_docmemo.llms.structured import StructuredMode, normalise_mode
 from llama_index_docmemo.llms.structured_predict import ServerStructuredOutput
@@ -103,6 +104,8 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
         multimodal: send images (``$DOCMEMO_LLM_IMAGES``, else True); False refuses them.
         max_images_per_prompt: images allowed in one request (vLLM's ``--limit-mm-per-prompt``).
         max_image_side: long side, in pixels, of every image sent (larger ones are downscaled).
+        image_format: "JPEG" or "PNG" for every image sent (None: JPEG from this package, any
+            image a caller built kept as it is within ``max_image_side``).
         tokens_per_image: what one image costs in the context window, for the budget.
         server_memory: what the server taught (the structured form it accepts, its window, a
             refusal of images), consulted by this LLM and its readers; default a memory of its
@@ -115,6 +118,7 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
     multimodal: bool = Field(default=True)
     max_images_per_prompt: int = Field(default=8, ge=1)
     max_image_side: int = Field(default=MAX_IMAGE_SIDE, ge=28)
+    image_format: ImageFormat | None = Field(default=None)
     tokens_per_image: int = Field(default=2048, ge=0)
     server_memory: ServerMemory = Field(default_factory=ServerMemory, exclude=True)
 
@@ -209,7 +213,8 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
 
     # -- request shaping ----------------------------------------------------------------------
     def _prepare(self, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
-        """Check the image cap and bring every inline image to PNG within ``max_image_side``."""
+        """Check the image cap and bring every inline image within ``max_image_side`` (in
+        ``image_format`` when set)."""
         count = sum(isinstance(b, ImageBlock) for m in messages for b in m.blocks)
         if count and not self.multimodal:
             raise ValueError(
@@ -238,10 +243,11 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
         from PIL import Image
 
         with Image.open(block.resolve_image()) as image:
-            if image.format == "PNG" and max(image.size) <= self.max_image_side:
+            wanted = (self.image_format,) if self.image_format else ("PNG", "JPEG")
+            if image.format in wanted and max(image.size) <= self.max_image_side:
                 return block
             image.load()
-            return png_image_block(image, self.max_image_side)
+            return encode_image(image, sizing_for(self))
 
     # -- context window -------------------------------------------------------------------------
     def context_budget(self) -> ContextBudget:
@@ -317,7 +323,7 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
         )
 
     def _message_dicts(self, messages: Sequence[ChatMessage]) -> list[Any]:
-        """The request's messages as the ``openai`` client sends them (images as PNG data)."""
+        """The request's messages as the ``openai`` client sends them (images as base64 data)."""
         return to_openai_message_dicts(self._prepare(messages), model=self.model)
 
     def _chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
@@ -335,7 +341,7 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
             raise self._failure(exc) from exc
 
     async def _achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
-        """The ``openai`` async client, cancelled at the deadline. Bringing page images to PNG
+        """The ``openai`` async client, cancelled at the deadline. Bringing page images
         within ``max_image_side`` and into base64 is tens of milliseconds of CPU a request:
         that runs off the event loop."""
         dicts = await asyncio.to_thread(self._message_dicts, messages)

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from llama_index_docmemo.llms.images import MAX_IMAGE_SIDE, fit_image, png_image_block
 from llama_index_docmemo.llms.openai_compatible import OpenAICompatible
 
 DEFAULT_MODEL = "Qwen/Qwen2.5-VL-7B-Instruct"
 
-__all__ = ["DEFAULT_MODEL", "MAX_IMAGE_SIDE", "QwenVL", "fit_image", "png_image_block"]
+__all__ = ["DEFAULT_MODEL", "QwenVL"]
 
 
 class QwenVL(OpenAICompatible):
     """Qwen2.5-VL / Qwen3-VL behind a vLLM server (``vllm serve ... --port 8000``).
 
     The same arguments as :class:`OpenAICompatible`; the model defaults to
-    ``$DOCMEMO_LLM_MODEL`` or Qwen/Qwen2.5-VL-7B-Instruct. With vLLM's defaults a page image
-    costs up to 2048 tokens (``max_pixels`` 2048·28·28), which is ``tokens_per_image``.
+    ``$DOCMEMO_LLM_MODEL`` or Qwen/Qwen2.5-VL-7B-Instruct. Images are sent at multiples of 28
+    px (what vLLM's ``smart_resize`` would make of them anyway, ``llms/image_budget.py``), each
+    within ``tokens_per_image`` (2048, vLLM's ``max_pixels`` 2048·28·28 in docs/backends.md), which
+    the window budget counts an image as; an engine's ``max_image_tokens`` makes them smaller.
     """
 
     def __init__(self, model: str | None = None, api_base: str | None = None, **kwargs: Any):

@@ -36,7 +36,12 @@ from llama_index_docmemo.llms.failures import describe, is_llm_failure
 from llama_index_docmemo.llms.servers import endpoint
 from llama_index_docmemo.loop.instrumentation import retrieval_events
 from llama_index_docmemo.loop.parts import LoopParts, clean_question
-from llama_index_docmemo.loop.reading import reading_input, rerank_stage, selected_nodes
+from llama_index_docmemo.loop.reading import (
+    reading_input,
+    rerank_can_change,
+    rerank_stage,
+    selected_nodes,
+)
 from llama_index_docmemo.loop.result import (
     NOT_ANSWERABLE,
     DocMemoResult,
@@ -209,7 +214,7 @@ class DocMemoLoop:
                     self.scope,
                 )
             scores, chosen, k, lam = self._choose(hits)
-            if self.parts.reranker is not None and chosen:
+            if self.parts.reranker is not None and rerank_can_change(chosen, k):
                 try:
                     stage = self._reranked(self.parts.reranker, query, chosen, k)
                     chosen = yield from self.in_time(stage)

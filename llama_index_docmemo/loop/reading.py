@@ -3,6 +3,7 @@ and the rerank stage that reorders them (any node postprocessor)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -81,6 +82,13 @@ def reading_input(
         pages_read_total=len(state.read) + len(selection.pages),
         pages_in_scope=state.pages_known,
     )
+
+
+def rerank_can_change(chosen: Sequence[PageRef], k: int) -> bool:
+    """Whether reordering ``chosen`` can change the ``k`` pages a round reads: only when there
+    are more than ``k`` of them. With ``k`` or fewer every one is read whatever the order, so a
+    reranker's LLM call would buy nothing (the last pages of a document, a narrow scope)."""
+    return len(chosen) > k > 0
 
 
 def rerank_stage(

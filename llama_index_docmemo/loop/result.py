@@ -201,6 +201,7 @@ def round_trace(
         beliefs=belief_states(beliefs, list(watched)),
         llm_calls=cost.calls,
         images=cost.images,
+        image_tokens=cost.image_tokens,
         prompt_tokens=cost.prompt_tokens,
         completion_tokens=cost.completion_tokens,
         seconds=selection.seconds,

@@ -90,9 +90,10 @@ class SchemaMemory:
         return bool(sa) and sa == self.section_of(b)
 
     def describe(self, max_sections: int = 40) -> str:
-        """A compact outline of every document, for prompts and rerankers."""
+        """A compact outline of every document, for prompts and rerankers, in ``doc_id`` order:
+        the same text whichever order a query met the documents in (a stable prompt prefix)."""
         lines: list[str] = []
-        for schema in self._schemas.values():
+        for _, schema in sorted(self._schemas.items()):
             lines.append(
                 f"{schema.doc_id} ({schema.doc_type}, {schema.n_pages} pages): {schema.title}"
             )

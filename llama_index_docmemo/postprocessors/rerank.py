@@ -22,7 +22,7 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMi
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_index_docmemo.ingest.page_images import PageImage
-from llama_index_docmemo.llms.images import load_blocks, max_images
+from llama_index_docmemo.llms.images import load_blocks, max_images, sizing_for
 from llama_index_docmemo.llms.servers import ServerMemory, memory_for
 from llama_index_docmemo.llms.vision import ImagesSetting, decide_images
 from llama_index_docmemo.nodes import node_ref
@@ -67,7 +67,8 @@ class LLMReranker(BaseNodePostprocessor, PromptMixin):
         images: True, False (default) or "auto" (see
             :func:`~llama_index_docmemo.llms.vision.decide_images`): page images of the first
             candidates, within the LLM's images per request.
-        image_side: long side in pixels of those images.
+        image_side: long side in pixels of those images as rendered.
+        max_image_tokens: most tokens one of them may cost (``llms/images.py``).
         server_memory: what the LLM's server taught; default the LLM's own
             (:class:`~llama_index_docmemo.OpenAICompatible`), else one of this reranker's own
             (see :func:`~llama_index_docmemo.llms.servers.memory_for`). The engine gives its
@@ -80,6 +81,7 @@ class LLMReranker(BaseNodePostprocessor, PromptMixin):
     summary_chars: int = Field(default=300, ge=1)
     images: ImagesSetting = Field(default=False)
     image_side: int = Field(default=768, ge=28)
+    max_image_tokens: int | None = Field(default=None, ge=64)
     system_prompt: SerializeAsAny[BasePromptTemplate] = Field(default=RERANK_SYSTEM_PROMPT)
     reply_prompt: SerializeAsAny[BasePromptTemplate] = Field(default=RERANK_REPLY_PROMPT)
     server_memory: ServerMemory = Field(default_factory=ServerMemory, exclude=True)
@@ -127,7 +129,11 @@ class LLMReranker(BaseNodePostprocessor, PromptMixin):
             found = yield from page_loaders_for([views[i] for i in chosen])
             pairs = zip(chosen, found, strict=True)
             loaders = {ImageSlot("page", i): load for i, load in pairs if load is not None}
-        images = (yield offload(load_blocks, self.llm, loaders)) if loaders else {}
+        images = (
+            (yield offload(load_blocks, sizing_for(self.llm, self.max_image_tokens), loaders))
+            if loaders
+            else {}
+        )
         memory = query if isinstance(query, RoundQueryBundle) else None
         parts = rerank_prompt(
             memory.question if memory and memory.question else query.query_str,

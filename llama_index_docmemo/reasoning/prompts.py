@@ -24,9 +24,9 @@ from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 
 from llama_index_docmemo.llms.untrusted import fenced
-from llama_index_docmemo.reasoning.base import EvidenceNote, PageView, ReasoningInput
+from llama_index_docmemo.reasoning.base import CropView, EvidenceNote, PageView, ReasoningInput
 from llama_index_docmemo.reasoning.replies import clip
-from llama_index_docmemo.types import PageInput
+from llama_index_docmemo.types import PageInput, PageRef
 
 if TYPE_CHECKING:
     from llama_index.core.schema import NodeWithScore
@@ -137,6 +137,31 @@ def page_text_budget(
     return max(min_page_chars, min(max_page_chars, share))
 
 
+CROP_FOR_PAGE_MIN_TEXT = 1000
+"""Characters of extracted text from which a page's text layer carries its prose."""
+
+
+def pages_shown_by_their_crop(
+    pages: Sequence[PageView],
+    crops: Sequence[CropView],
+    min_text_chars: int = CROP_FOR_PAGE_MIN_TEXT,
+) -> set[int]:
+    """Pages whose image their crop replaces: the layout found one table or figure on the page
+    (the round has exactly one crop of it, with an image) and the page's extracted text has at
+    least ``min_text_chars`` characters, so the crop shows the visual evidence and the text the
+    rest. A crop costs at most a page image's tokens (``llms/images.py``), so this saves one."""
+    per_page: dict[PageRef, list[CropView]] = {}
+    for crop in crops:
+        per_page.setdefault(crop.page, []).append(crop)
+    return {
+        i
+        for i, page in enumerate(pages)
+        if len(per_page.get(page.ref, [])) == 1
+        and per_page[page.ref][0].load_image is not None
+        and len(page.text.strip()) >= min_text_chars
+    }
+
+
 def plan_images(
     page_has_image: Sequence[bool], crop_has_image: Sequence[bool], cap: int
 ) -> tuple[set[int], set[int]]:
@@ -163,13 +188,20 @@ def reading_prompt(
     crop_images: set[int],
     *,
     page_chars: int,
+    cropped: set[int] = frozenset(),  # type: ignore[assignment]
     outline_chars: int = 3000,
     max_evidence: int = 30,
     reply: PromptTemplate = READER_REPLY_PROMPT,
 ) -> list[Part]:
-    """The user turn of one reading round: question, memories, numbered pages, crops, reply form."""
+    """The user turn of one reading round: the outline, question, memories, numbered pages,
+    crops, reply form (``cropped``: pages whose image is their crop's, shown below). The outline (the document schema) comes first, right after the system
+    turn: it is the same for every question on the same documents, so a server's prefix cache
+    (vLLM's, OpenAI's) reuses everything up to the question."""
     n = len(inp.pages)
-    head = [f"Question: {inp.question}"]
+    head = []
+    if inp.outline.strip():
+        head.append("Outline of the documents:\n" + fenced(clip_lines(inp.outline, outline_chars)))
+    head.append(f"Question: {inp.question}")
     if inp.query.strip() and inp.query.strip() != inp.question.strip():
         head.append(f"Search query used this round: {inp.query}")
     progress = f"Reading round {inp.round}."
@@ -181,8 +213,6 @@ def reading_prompt(
             'or status "unanswerable" if the documents do not hold it.'
         )
     head.append(progress)
-    if inp.outline.strip():
-        head.append("Outline of the documents:\n" + fenced(clip_lines(inp.outline, outline_chars)))
     if inp.evidence:
         lines = _evidence_lines(inp.evidence, max_evidence, 300)
         head.append("Notes from earlier rounds:\n" + fenced("\n".join(lines)))
@@ -197,6 +227,8 @@ def reading_prompt(
         parts.append(f"\n\n[{i + 1}] {_where(page.ref.doc_id, page.ref.page, page.section)}")
         if i in page_images:
             parts.append(ImageSlot("page", i))
+        elif i in cropped:
+            parts.append("\n(image: the crop of this page's table or figure below)")
         else:
             parts.append("\n(no image of this page; text only)")
         text = clip_lines(page.text, page_chars) if page.text.strip() else "(no extractable text)"

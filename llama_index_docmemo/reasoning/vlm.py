@@ -7,11 +7,11 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.base.llms.types import ChatMessage, ImageBlock
 from llama_index.core.prompts import BasePromptTemplate
 
 from llama_index_docmemo.ingest.page_images import page_image_files
-from llama_index_docmemo.llms.images import load_blocks
+from llama_index_docmemo.llms.images import ImageSizing, crop_sizing, load_blocks, sizing_for
 from llama_index_docmemo.llms.images import max_images as llm_max_images
 from llama_index_docmemo.llms.servers import ServerMemory, memory_for
 from llama_index_docmemo.llms.vision import ImageChoice, ImagesSetting, decide_images
@@ -23,6 +23,7 @@ from llama_index_docmemo.reasoning.prompts import (
     ImageSlot,
     SystemReplyPrompts,
     page_text_budget,
+    pages_shown_by_their_crop,
     plan_images,
     reading_prompt,
     to_messages,
@@ -52,6 +53,8 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
         text_chars: extracted text shown per round, shared evenly between pages,
             each page getting between ``min_page_chars`` and ``max_page_chars``.
         limits: bounds on what one reply may put into the memories.
+        max_image_tokens: most tokens one image may cost (``llms/images.py``; None: the
+            resolution the model uses).
         server_memory: what the LLM's server taught (a refusal of images, its window); default
             the LLM's own (:class:`~llama_index_docmemo.OpenAICompatible`), else one of this
             reader's own (see :func:`~llama_index_docmemo.llms.servers.memory_for`).
@@ -70,8 +73,10 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
         min_page_chars: int = 800,
         limits: ReplyLimits | None = None,
         server_memory: ServerMemory | None = None,
+        max_image_tokens: int | None = None,
     ) -> None:
         self.llm = llm
+        self.sizing = sizing_for(llm, max_image_tokens)
         self.images = images
         self.server_memory = memory_for(llm, server_memory)
         self.image_choice = decide_images(llm, images, self.server_memory)
@@ -95,10 +100,13 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
         """The chat request for one round; page images are rendered once into the cache (in
         worker processes under the async driver) and crops read from theirs, off the loop."""
         loaders: dict[ImageSlot, Callable[[], Any]] = {}
+        crop_loaders: dict[ImageSlot, Callable[[], Any]] = {}
+        cropped: set[int] = set()
         if send_images and self.max_images > 0:
             shown = {p.ref for p in inp.pages}
+            cropped = pages_shown_by_their_crop(inp.pages, inp.crops)
             pages, crops = plan_images(
-                [p.has_image for p in inp.pages],
+                [p.has_image and i not in cropped for i, p in enumerate(inp.pages)],
                 [c.load_image is not None and c.page in shown for c in inp.crops],
                 self.max_images,
             )
@@ -106,8 +114,10 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
             found = yield from page_loaders_for([inp.pages[i] for i in chosen])
             pairs = zip(chosen, found, strict=True)
             loaders.update({ImageSlot("page", i): load for i, load in pairs if load is not None})
-            loaders.update({ImageSlot("crop", j): inp.crops[j].load_image for j in sorted(crops)})
-        images = (yield offload(load_blocks, self.llm, loaders)) if loaders else {}
+            crop_loaders = {ImageSlot("crop", j): inp.crops[j].load_image for j in sorted(crops)}
+        images: dict[ImageSlot, ImageBlock] = {}
+        if loaders or crop_loaders:
+            images = yield offload(round_images, self.sizing, loaders, crop_loaders)
         page_chars = page_text_budget(
             len(inp.pages), self.text_chars, self.max_page_chars, self.min_page_chars
         )
@@ -116,6 +126,12 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
             {s.index for s in images if s.kind == "page"},
             {s.index for s in images if s.kind == "crop"},
             page_chars=page_chars,
+            cropped={
+                i
+                for i in cropped
+                for j, crop in enumerate(inp.crops)
+                if crop.page == inp.pages[i].ref and ImageSlot("crop", j) in images
+            },
             reply=self.reply_prompt,  # type: ignore[arg-type]
         )
         return to_messages(self.system_prompt.format(), parts, images)
@@ -137,6 +153,15 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
 
     def reason(self, inp: ReasoningInput) -> Feedback:
         return run(self.read(inp))
+
+
+def round_images(
+    sizing: ImageSizing,
+    pages: dict[ImageSlot, Callable[[], Any]],
+    crops: dict[ImageSlot, Callable[[], Any]],
+) -> dict[ImageSlot, ImageBlock]:
+    """A round's page images sized by ``sizing`` and its crops by :func:`crop_sizing` (blocking)."""
+    return {**load_blocks(sizing, pages), **load_blocks(crop_sizing(sizing), crops)}
 
 
 def page_loaders_for(views: list[PageView]) -> Steps[list[Callable[[], Any] | None]]:

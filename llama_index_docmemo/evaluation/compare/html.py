@@ -135,7 +135,8 @@ def _answer_card(
         f'<p class="meta">Verdict: {_e(verdict_text(record))}</p>',
         f'<p class="meta">Figures found on pages cited or read: {found}/{len(record.figures)}</p>',
         f'<p class="meta">Cost: {record.llm_calls} LLM calls, {record.prompt_tokens} prompt + '
-        f"{record.completion_tokens} completion tokens{_e(usage)}, {record.images} images, "
+        f"{record.completion_tokens} completion tokens{_e(usage)}, {record.images} images "
+        f"(about {record.image_tokens} image tokens), "
         f"{record.seconds:.1f} s</p>",
         f'<p class="meta">Read: {_e(read)}</p>',
         _thumbnails(record, thumbnail_for),

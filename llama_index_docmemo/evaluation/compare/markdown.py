@@ -98,6 +98,7 @@ def totals_table(totals: Mapping[str, Any]) -> Table:
         "prompt tokens",
         "completion tokens",
         "images",
+        "image tokens (estimate)",
         "seconds",
     ]
     rows = []
@@ -120,6 +121,7 @@ def totals_table(totals: Mapping[str, Any]) -> Table:
                 interval(cost["prompt_tokens"], 1) + missing,
                 interval(cost["completion_tokens"], 1),
                 interval(cost["images"], 1, 1),
+                interval(cost["image_tokens"], 1),
                 interval(cost["seconds"], 1, 1),
             ]
         )
@@ -195,7 +197,7 @@ def question_lines(question: Question, records: Sequence[AnswerRecord]) -> list[
     if question.expected is not None:
         lines += [f"Expected: {_cell(question.expected)}", ""]
     lines += [
-        "| engine | answer | verdict | figures found | cited pages | LLM calls / tokens / images / s |",
+        "| engine | answer | verdict | figures found | cited pages | LLM calls / tokens / images (est. tokens) / s |",
         "|---|---|---|---|---|---|",
     ]
     for r in records:
@@ -205,7 +207,7 @@ def question_lines(question: Question, records: Sequence[AnswerRecord]) -> list[
         lines.append(
             f"| {_cell(r.engine)} | {_cell(answer)} | {_cell(verdict_text(r))} | {_cell(figures)} | "
             f"{_cell(cited)} | {r.llm_calls} / {r.prompt_tokens}+{r.completion_tokens} / "
-            f"{r.images} / {r.seconds:.1f} |"
+            f"{r.images} ({r.image_tokens}) / {r.seconds:.1f} |"
         )
     return [*lines, ""]
 

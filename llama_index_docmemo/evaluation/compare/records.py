@@ -50,7 +50,9 @@ class AnswerRecord(BaseModel):
     """One (question, engine): the answer, its pages, its cost, its figure checks, its verdicts.
 
     ``requests_without_usage`` counts LLM requests whose response carried no token usage (their
-    tokens are missing from the totals). ``error`` holds why the engine gave no answer.
+    tokens are missing from the totals). ``image_tokens`` is the images' share of the prompt as
+    the model family's formula estimates it (``llms/image_budget.py``), beside the server's own
+    ``prompt_tokens``. ``error`` holds why the engine gave no answer.
     """
 
     qid: str
@@ -64,6 +66,7 @@ class AnswerRecord(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     images: int = 0
+    image_tokens: int = 0
     seconds: float = 0.0
     requests_without_usage: int = 0
     figures: list[FigureRecord] = Field(default_factory=list)

@@ -149,6 +149,7 @@ class _Comparison:
             prompt_tokens=cost.prompt_tokens,
             completion_tokens=cost.completion_tokens,
             images=cost.images,
+            image_tokens=cost.image_tokens,
             seconds=time.perf_counter() - started,
             requests_without_usage=cost.without_usage,
             error=error,

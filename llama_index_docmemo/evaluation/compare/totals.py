@@ -13,7 +13,7 @@ from typing import Any
 from llama_index_docmemo.evaluation.compare.records import AnswerRecord
 from llama_index_docmemo.evaluation.stats import bootstrap_ci, paired_bootstrap
 
-COSTS = ("llm_calls", "prompt_tokens", "completion_tokens", "images", "seconds")
+COSTS = ("llm_calls", "prompt_tokens", "completion_tokens", "images", "image_tokens", "seconds")
 PAIRWISE_POINTS = {"win": 1.0, "tie": 0.5, "loss": 0.0}
 
 
