@@ -23,7 +23,9 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.errors import QuestionError
 from llama_index_docmemo.ingest.ocr import find_tessdata
+from llama_index_docmemo.llms.images import sizing_for
 from llama_index_docmemo.memory.schema import DocumentSchema, Section
+from llama_index_docmemo.postprocessors.rerank import LLMReranker
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
 from llama_index_docmemo.reasoning.base import Feedback, ReasoningInput
 from llama_index_docmemo.types import PageFilter, PageRecord, PageRef
@@ -211,10 +213,17 @@ def observe(settings: dict[str, Any], scenario: str) -> dict[str, Any]:
         result = engine.run(QUESTION)
     except QuestionError as error:
         return {"refused": str(error)}
+    reranker = engine.retriever.reranker
     return {
         "trace": _without_timings(result.trace.model_dump(mode="json")),
         "shown": _shown(reader.inputs),
         "searches": list(store.calls),
+        # the doubles' pages carry no images: the sizing the reranker would encode them with
+        "image_sizing": (
+            repr(sizing_for(reranker.llm, reranker.max_image_tokens))
+            if isinstance(reranker, LLMReranker)
+            else None
+        ),
     }
 
 
@@ -261,6 +270,7 @@ ROWS: list[tuple[str, Any, dict[str, Any], str]] = [
     ("abstain", "unverified", {}, "guess"),
     ("abstain_min_belief", 0.99, {"abstain": "low_belief"}, "cited"),
     ("ocr_boxes", True, {}, "ocr"),
+    ("max_image_tokens", 256, {"llm_rerank": True}, "llm"),
 ]
 
 _BASES: dict[tuple[str, str], dict[str, Any]] = {}
