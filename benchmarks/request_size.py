@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pymupdf
 from llama_index.llms.openai.utils import to_openai_message_dicts
-from llama_index_docmemo.steps import run
+from llama_index_docmemo.step_runtime import run
 from PIL import Image
 
 from llama_index_docmemo.ingest.pdf import render_page
