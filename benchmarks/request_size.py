@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pymupdf
 from llama_index.llms.openai.utils import to_openai_message_dicts
-from llama_index_docmemo.step_runtime import run
 from PIL import Image
 
 from llama_index_docmemo.ingest.pdf import render_page
@@ -31,6 +30,7 @@ from llama_index_docmemo.llms.image_budget import image_tokens, model_family
 from llama_index_docmemo.postprocessors.crops import render_crop
 from llama_index_docmemo.reasoning.base import CropView, PageView, ReasoningInput
 from llama_index_docmemo.reasoning.vlm import VLMReasoner
+from llama_index_docmemo.step_runtime import run
 from llama_index_docmemo.types import PageRef
 
 PAGES = range(2, 7)

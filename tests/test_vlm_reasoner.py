@@ -217,6 +217,7 @@ async def test_summarizer_async(with_images: bool) -> None:
 
 def test_a_page_with_one_table_crop_and_full_text_sends_the_crop_instead() -> None:
     from llama_index.core.base.llms.types import ImageBlock
+
     from llama_index_docmemo.step_runtime import run as run_steps
 
     def image() -> Image.Image:

@@ -21,7 +21,7 @@ from llama_index_docmemo.evaluation.metrics import QuestionRun
 from llama_index_docmemo.evaluation.simulated import uniform_draw
 from llama_index_docmemo.evaluation.stats import bootstrap_ci
 from llama_index_docmemo.ingest.layout.blocks import BBox, LayoutBlock, iou
-from llama_index_docmemo.postprocessors.crop_ranking import Candidate, select_crops
+from llama_index_docmemo.postprocessors.crop_ranking import CropCaps, keep_crops
 from llama_index_docmemo.types import PageRef
 
 VISUAL_SOURCES = ("Table", "Chart", "Figure")
@@ -34,17 +34,6 @@ class GoldBox:
 
     ref: PageRef
     bbox: BBox
-
-
-@dataclass(frozen=True)
-class CropCaps:
-    """The crop ranking's caps and size floor (the eval takes them from a :class:`CropPostprocessor`)."""
-
-    max_crops: int
-    max_table_crops: int
-    max_per_page: int
-    min_side: float
-    kinds: tuple[str, ...]
 
 
 def to_points(
@@ -101,21 +90,8 @@ def kept_crops(
     caps: CropCaps,
 ) -> list[tuple[PageRef, BBox]]:
     """The crops the ranking keeps for one round's pages (in the order shown), caps applied."""
-    candidates = [
-        Candidate(block=block, page_rank=rank, node_index=rank)
-        for rank, ref in enumerate(round_pages)
-        for block in blocks_of(ref)
-        if min(block.width, block.height) >= caps.min_side
-    ]
-    chosen = select_crops(
-        query,
-        candidates,
-        max_crops=caps.max_crops,
-        max_table_crops=caps.max_table_crops,
-        max_per_page=caps.max_per_page,
-        kinds=caps.kinds,
-    )
-    return [(round_pages[c.node_index], c.block.bbox) for c, _ in chosen]
+    kept = keep_crops(query, [blocks_of(ref) for ref in round_pages], caps)
+    return [(round_pages[position], block.bbox) for position, block in kept]
 
 
 def cited_boxes(

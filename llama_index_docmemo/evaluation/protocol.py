@@ -196,11 +196,7 @@ def _grounding(plan: EvalPlan, runs: dict[int, dict[str, list[QuestionRun]]]) ->
     Only for a dataset with gold boxes; the pages read get PyMuPDF layout, cached in ``OUT/crops``
     (a rerun reuses it), and the crop caps of a default :class:`CropPostprocessor`.
     """
-    from llama_index_docmemo.evaluation.grounding import (
-        CropCaps,
-        grounding_report,
-        has_visual_boxes,
-    )
+    from llama_index_docmemo.evaluation.grounding import grounding_report, has_visual_boxes
 
     if not plan.simulated or not any(has_visual_boxes(item) for item in plan.dataset.items):
         return None
@@ -226,15 +222,8 @@ def _grounding(plan: EvalPlan, runs: dict[int, dict[str, list[QuestionRun]]]) ->
         sizes = page_sizes(ref.doc_id)
         return sizes[min(max(ref.page, 1), len(sizes)) - 1]  # a label past the end: the last page's
 
-    caps = CropCaps(
-        max_crops=crops.max_crops,
-        max_table_crops=crops.max_table_crops,
-        max_per_page=crops.max_crops_per_page,
-        min_side=crops.min_side_pt,
-        kinds=tuple(crops.kinds),
-    )
     return grounding_report(
-        runs, plan.dataset.items, blocks_of, page_size, caps=caps, fn=plan.fn, fp=plan.fp
+        runs, plan.dataset.items, blocks_of, page_size, caps=crops.caps, fn=plan.fn, fp=plan.fp
     )
 
 

@@ -76,3 +76,37 @@ def select_crops(
         per_page[cand.node_index] += 1
         chosen.append((cand, score))
     return chosen
+
+
+@dataclass(frozen=True)
+class CropCaps:
+    """The crop ranking's caps and size floor (a :class:`CropPostprocessor`'s ``caps``)."""
+
+    max_crops: int
+    max_table_crops: int
+    max_per_page: int
+    min_side: float
+    kinds: tuple[str, ...]
+
+
+def keep_crops(
+    query: str, page_blocks: Sequence[Sequence[LayoutBlock]], caps: CropCaps
+) -> list[tuple[int, LayoutBlock]]:
+    """The crops kept for the pages read, best first, as (position of the page, block): blocks
+    large enough, ranked and capped by :func:`select_crops`. The one rule for the engine's crop
+    stage and the evaluation's box grounding."""
+    candidates = [
+        Candidate(block=block, page_rank=rank, node_index=rank)
+        for rank, blocks in enumerate(page_blocks)
+        for block in blocks
+        if min(block.width, block.height) >= caps.min_side
+    ]
+    chosen = select_crops(
+        query,
+        candidates,
+        max_crops=caps.max_crops,
+        max_table_crops=caps.max_table_crops,
+        max_per_page=caps.max_per_page,
+        kinds=caps.kinds,
+    )
+    return [(cand.page_rank, cand.block) for cand, _ in chosen]

@@ -24,7 +24,7 @@ from llama_index_docmemo.ingest.layout.cache import LayoutCache
 from llama_index_docmemo.ingest.layout.pymupdf_detect import DetectOptions, detect_layout_pymupdf
 from llama_index_docmemo.ingest.pdf import RENDER_ERRORS
 from llama_index_docmemo.paths import default_cache_dir, write_atomically
-from llama_index_docmemo.postprocessors.crop_ranking import Candidate, select_crops
+from llama_index_docmemo.postprocessors.crop_ranking import CropCaps, keep_crops
 
 logger = logging.getLogger(__name__)
 _HIDDEN_KEYS = ["image_path", "bbox", "doc_version", "source"]
@@ -84,24 +84,11 @@ class CropPostprocessor(BaseNodePostprocessor):
         pages = [(i, n) for i, n in enumerate(nodes) if n.node.metadata.get("kind") == "page"]
         docs: dict[str, pymupdf.Document] = {}
         try:
-            candidates = [
-                Candidate(block=b, page_rank=rank, node_index=i)
-                for rank, (i, node) in enumerate(pages)
-                for b in self._blocks(node, docs)
-                if min(b.width, b.height) >= self.min_side_pt
-            ]
-            chosen = select_crops(
-                query,
-                candidates,
-                max_crops=self.max_crops,
-                max_table_crops=self.max_table_crops,
-                max_per_page=self.max_crops_per_page,
-                kinds=self.kinds,
-            )
+            kept = keep_crops(query, [self._blocks(node, docs) for _, node in pages], self.caps)
             crops = [
                 crop
-                for cand, _ in chosen
-                if (crop := self._crop_node(nodes[cand.node_index], cand.block, docs)) is not None
+                for position, block in kept
+                if (crop := self._crop_node(nodes[pages[position][0]], block, docs)) is not None
             ]
         finally:
             for doc in docs.values():
@@ -117,6 +104,17 @@ class CropPostprocessor(BaseNodePostprocessor):
         settings = self.model_dump(exclude={"callback_manager"})
         query = query_bundle.query_str if query_bundle is not None else None
         return await run_cpu(crops_in_worker, settings, nodes, query)
+
+    @property
+    def caps(self) -> CropCaps:
+        """The ranking's caps, as the evaluation's box grounding applies them too."""
+        return CropCaps(
+            max_crops=self.max_crops,
+            max_table_crops=self.max_table_crops,
+            max_per_page=self.max_crops_per_page,
+            min_side=self.min_side_pt,
+            kinds=tuple(self.kinds),
+        )
 
     def blocks_for(self, doc_version: str, source: str, page: int) -> list[LayoutBlock]:
         """Layout blocks of one page, for callers without a node (the evaluation's box grounding):
