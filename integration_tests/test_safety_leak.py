@@ -31,6 +31,7 @@ from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.encoders import default_encoder
 from llama_index_docmemo.indexing import DocumentIndexer
 from llama_index_docmemo.llms import QwenVL
+from llama_index_docmemo.llms.images import sizing_for
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
 from llama_index_docmemo.store import EdgePageStore, open_store
@@ -160,6 +161,13 @@ class Scanner:
         return own
 
 
+def sent_size(width: int, height: int) -> tuple[int, int]:
+    """The size a page image rendered at ``width x height`` is sent to this test's model at."""
+    return sizing_for(QwenVL(api_base="http://127.0.0.1:9/v1", model=MODEL, api_key="x")).size(
+        width, height
+    )
+
+
 def node_items(nodes: list[NodeWithScore]) -> list[dict[str, Any]]:
     return [{"text": n.node.get_content(), "meta": n.node.metadata} for n in nodes]
 
@@ -222,7 +230,8 @@ def corpus(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     scanner = Scanner(
         forbidden=forbidden,
         restricted={t: f"{marker(t)}SECRET" for t in folders},
-        page_images={"alpha": (1500, 1000), "beta": (1000, 1500)},
+        # the rendered pages' shapes, as the reader sizes them for the model (llms/images.py)
+        page_images={"alpha": sent_size(1500, 1000), "beta": sent_size(1000, 1500)},
     )
     return {"store": store_path, "encoder": encoder, "scanner": scanner, "root": root}
 
