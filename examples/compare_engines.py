@@ -54,8 +54,8 @@ def main(argv: list[str]) -> int:
     for name, totals in report["totals"]["engines"].items():
         cost = totals["cost"]
         print(
-            f"{name}: correct {totals['correct']['mean']}, figures found "
-            f"{totals['figures_found']}/{totals['figures']}, "
+            f"{name}: correct {totals['correct']['mean']}, figures verified "
+            f"{totals['figures_verified']}/{totals['figures']}, "
             f"{cost['llm_calls']['mean']:.1f} LLM calls and "
             f"{cost['prompt_tokens']['mean']:.0f} prompt tokens a question"
         )

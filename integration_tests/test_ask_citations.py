@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 from PIL import Image
+from screenshots import box_pixels
 
 from llama_index_docmemo.cli import main
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.demo.document import DEMO_QUESTIONS, write_demo_pdf
 from llama_index_docmemo.evaluation.setup import open_eval_store
-from llama_index_docmemo.evidence.pages import OUTLINE
 from llama_index_docmemo.ingest.ocr import find_tessdata
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
 from llama_index_docmemo.reasoning.base import Feedback, Reasoner, ReasoningInput
@@ -143,13 +143,8 @@ def test_the_html_page_shows_the_cited_box_in_a_browser(store, tmp_path: Path, c
         capture_output=True,
     )
     with Image.open(shot) as image:
-        pixels = image.convert("RGB").getdata()
-        outline = sum(
-            1
-            for r, g, b in pixels
-            if abs(r - OUTLINE[0]) + abs(g - OUTLINE[1]) + abs(b - OUTLINE[2]) < 40
-        )
-    assert outline > 20  # the box around "1,184" on the thumbnail of p. 11
+        drawn = box_pixels(image)
+    assert drawn > 20  # the box around "1,184" on the thumbnail of p. 11
 
 
 def test_ask_json_on_a_dev_pdf(mmlongbench_dir: Path, tmp_path: Path, capsys) -> None:

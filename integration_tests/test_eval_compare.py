@@ -151,7 +151,7 @@ def test_compare_answers_costs_checks_judges_and_resumes(
                 "completion_tokens",
                 "images",
                 "seconds",
-                "figures",
+                "citations",
             } <= set(row)
             assert row["error"] is None and row["llm_calls"] >= 1 and row["seconds"] > 0
         # cost counted from LlamaIndex's events equals what the server received and reported
@@ -165,9 +165,23 @@ def test_compare_answers_costs_checks_judges_and_resumes(
         assert all(by[(q, "stock")]["images"] == 0 for q in ("rev", "ceo", "survey"))
         rev = by[("rev", "docmemo")]
         assert {"doc": "alpha.pdf", "page": 4} in rev["cited_pages"]
-        figures = {f["text"]: f for f in rev["figures"]}
-        assert figures["41.5 million"]["found"] and figures["2023"]["found"]
-        assert {"doc": "alpha.pdf", "page": 4} in figures["41.5 million"]["pages"]
+        # every engine's answer carries its citations, checked and boxed by the same code, in
+        # results.jsonl and in report.json
+        answers = {(a["qid"], a["engine"]): a for a in report["answers"]}
+        saved = json.loads((out / "report.json").read_text())["answers"]
+        assert saved == report["answers"] and set(answers) == set(by)
+        for engine in engines:
+            for cited in (by[("rev", engine)]["citations"], answers[("rev", engine)]["citations"]):
+                figures = {c["text"]: c for c in cited if c["kind"] == "figure"}
+                revenue = figures["41.5 million"]
+                assert revenue["verified"] and figures["2023"]["verified"], (engine, cited)
+                assert (revenue["doc_id"], revenue["page"], revenue["box_from"]) == (
+                    "alpha.pdf",
+                    4,
+                    "search_for",
+                )
+                x0, y0, x1, y1 = revenue["bbox"]
+                assert 72 <= x0 < x1 <= 540 and 90 <= y0 < y1 <= 700  # the fact's text box
         stock_rev = by[("rev", "stock-bm25")]
         assert stock_rev["answer"].startswith("From the context") and stock_rev["cited_pages"]
         # the number rule decides "41.5 million", the judge model "Ann Smith"

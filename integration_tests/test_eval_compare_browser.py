@@ -1,10 +1,12 @@
 """``report.html`` in a real browser: headless Chromium (Debian's ``chromium``) opens it offline,
-and both engines' answers and the page thumbnails render side by side.
+and both engines' answers render side by side, each with its citations linked to thumbnails of
+their pages with the cited boxes drawn, and a figure planted in the stock answer shown unverified.
 
 Chromium is driven over the DevTools protocol on a pipe (``--remote-debugging-pipe``: JSON messages
 ended by NUL on file descriptors 3 and 4), so nothing beyond the browser is needed. Every request
-the page makes is recorded: all must be files beside the report. ``DOCMEMO_SCREENSHOT=PATH`` keeps
-the full-page screenshot for a person to look at.
+the page makes is recorded: all must be files beside the report. The screenshot is read where the
+page says each card's answer and thumbnails are. ``DOCMEMO_SCREENSHOT=PATH`` keeps the full-page
+screenshot for a person to look at.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import fcntl
+import io
 import json
 import os
 import shutil
@@ -21,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_vllm_server import FakeVLLM
+from fake_vllm_server import FakeVLLM, Reply, Request
+from PIL import Image
+from screenshots import box_pixels, colour_pixels
 from test_eval_compare import MODEL, llm, make_pdf, scripted
 
 from llama_index_docmemo.evaluation.compare import Question, compare
@@ -29,13 +34,24 @@ from llama_index_docmemo.evaluation.compare import Question, compare
 pytestmark = pytest.mark.slow
 
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
+PLANTED = "9,731"  # a figure no page holds, added to the stock engine's revenue answer
+UNVERIFIED = (251, 211, 211)  # mark.unverified's background
 PAGE_STATE = """JSON.stringify({
   cards: [...document.querySelectorAll('section.question')].map(s => ({
     id: s.id,
     answers: [...s.querySelectorAll('article.answer')].map(a => {
       const box = a.getBoundingClientRect();
+      const rect = e => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.width, r.height]; };
       return {engine: a.dataset.engine, text: a.querySelector('.text')?.innerText ?? '',
-              left: box.left, top: box.top, width: box.width};
+              left: box.left, top: box.top, width: box.width,
+              textRect: rect(a.querySelector('.text')),
+              marks: [...a.querySelectorAll('.text mark')].map(m => [m.className, m.innerText]),
+              citations: [...a.querySelectorAll('ol.citations li')].map(li => [li.className, li.innerText]),
+              links: [...a.querySelectorAll('ol.citations a')].map(l => {
+                const target = document.getElementById(l.getAttribute('href').slice(1));
+                return {href: l.getAttribute('href'), inCard: !!target && a.contains(target),
+                        img: target?.querySelector('img') ? rect(target.querySelector('img')) : null};
+              })};
     }),
   })),
   images: [...document.images].map(i => ({src: i.getAttribute('src'), complete: i.complete,
@@ -124,8 +140,16 @@ class DevTools:
         os.close(self._write)
 
 
+def planted(request: Request) -> Reply:
+    """The scripted server, the stock synthesizer's revenue answer with a figure on no page."""
+    reply = scripted(request)
+    if request.schema is None and reply.content.startswith("From the context: Revenue"):
+        return Reply(f"{reply.content} It had {PLANTED} staff.")
+    return reply
+
+
 @pytest.mark.skipif(BROWSER is None, reason="no chromium (Debian: apt-get install chromium)")
-def test_report_renders_both_answers_and_thumbnails_offline(tmp_path: Path) -> None:
+def test_report_renders_answers_citations_and_boxes_offline(tmp_path: Path) -> None:
     docs = tmp_path / "docs"
     make_pdf(docs / "alpha.pdf", "alpha.pdf", 10)
     make_pdf(docs / "surveys" / "beta.pdf", "beta.pdf", 8)
@@ -134,7 +158,7 @@ def test_report_renders_both_answers_and_thumbnails_offline(tmp_path: Path) -> N
         Question("survey", "How many adults did the Beta survey interview by cellphone?"),
     ]
     out = tmp_path / "out"
-    with FakeVLLM([], default=scripted, model=MODEL, require_schema=False) as server:
+    with FakeVLLM([], default=planted, model=MODEL, require_schema=False) as server:
         compare(docs, questions, out, llm=llm(server), pages=6, progress=False)
     browser = DevTools(tmp_path / "profile")
     try:
@@ -144,14 +168,21 @@ def test_report_renders_both_answers_and_thumbnails_offline(tmp_path: Path) -> N
         browser.send("Page.enable", session)
         browser.send("Page.navigate", session, url=(out / "report.html").as_uri())
         browser.wait_for("Page.loadEventFired")
+        height = browser.send("Page.getLayoutMetrics", session)["cssContentSize"]["height"]
+        browser.send(  # the whole page in the viewport: the rects below are the screenshot's
+            "Emulation.setDeviceMetricsOverride",
+            session,
+            width=1400,
+            height=int(height) + 1,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
         state = json.loads(
             browser.send("Runtime.evaluate", session, expression=PAGE_STATE, returnByValue=True)[
                 "result"
             ]["value"]
         )
-        shot = browser.send(
-            "Page.captureScreenshot", session, format="png", captureBeyondViewport=True
-        )
+        shot = browser.send("Page.captureScreenshot", session, format="png")
     finally:
         browser.close()
     requested = [
@@ -174,7 +205,23 @@ def test_report_renders_both_answers_and_thumbnails_offline(tmp_path: Path) -> N
     ), state["images"]
     assert state["heatmaps"] == 2
     png = base64.b64decode(shot["data"])
-    assert png[:8] == b"\x89PNG\r\n\x1a\n"
     keep = os.environ.get("DOCMEMO_SCREENSHOT")
     if keep:
         Path(keep).write_bytes(png)
+    with Image.open(io.BytesIO(png)) as image:
+        image.load()
+    for answer in state["cards"][0]["answers"]:  # "rev": both engines verified 41.5 million
+        engine = answer["engine"]
+        assert ["verified", "41.5 million"] in answer["marks"], answer
+        verified = [text for css, text in answer["citations"] if css == "verified"]
+        assert any(t.startswith("41.5 million") and "alpha.pdf p. 4" in t for t in verified)
+        assert answer["links"] and all(link["inCard"] and link["img"] for link in answer["links"])
+        drawn = sum(box_pixels(image, tuple(link["img"])) for link in answer["links"])
+        assert drawn > 10, (engine, drawn)  # the cited boxes on the thumbnails, as shown
+    stock = state["cards"][0]["answers"][1]
+    assert ["unverified", PLANTED] in stock["marks"]
+    assert [c for c in stock["citations"] if c[0] == "unverified" and PLANTED in c[1]]
+    assert colour_pixels(image, [UNVERIFIED], tuple(stock["textRect"]), tolerance=12) > 20
+    docmemo = state["cards"][0]["answers"][0]
+    assert not [m for m in docmemo["marks"] if m[0] == "unverified"]
+    assert colour_pixels(image, [UNVERIFIED], tuple(docmemo["textRect"]), tolerance=12) == 0

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from llama_index_docmemo.evaluation.compare.markdown import render_markdown
 from llama_index_docmemo.evaluation.compare.questions import Question
-from llama_index_docmemo.evaluation.compare.records import (
-    AnswerRecord,
-    FigureRecord,
-    PageCitation,
-)
+from llama_index_docmemo.evaluation.compare.records import AnswerRecord, PageCitation
 from llama_index_docmemo.evaluation.compare.totals import compare_totals
+from llama_index_docmemo.evidence.citations import Citation
 
 SCRIPT = "<script>alert(1)</script>"
 
@@ -24,7 +21,16 @@ def test_html_and_links_from_questions_answers_and_pdfs_are_escaped() -> None:
                 engine=engine,
                 answer=f"It is 42 | {SCRIPT}\nsee [here](javascript:alert(1)) & <img src=x onerror=alert(1)>",
                 cited_pages=[page],
-                figures=[FigureRecord(text=f"42{SCRIPT}", kind="number", found=True)],
+                citations=[
+                    Citation(
+                        text=f"42{SCRIPT}",
+                        kind="figure",
+                        doc_id=page.doc,
+                        page=page.page,
+                        verified=True,
+                        how="text_layer",
+                    )
+                ],
                 correctness={"passing": True, "method": "correctness", "judge": f"j{SCRIPT}"},
             )
         ]

@@ -11,9 +11,10 @@ from llama_index_docmemo.evaluation.compare.questions import (
     QuestionsError,
     load_questions,
 )
-from llama_index_docmemo.evaluation.compare.records import AnswerRecord, FigureRecord
+from llama_index_docmemo.evaluation.compare.records import AnswerRecord
 from llama_index_docmemo.evaluation.compare.run import check_engines, docmemo_configs
 from llama_index_docmemo.evaluation.compare.totals import compare_totals
+from llama_index_docmemo.evidence.citations import Citation
 
 
 def test_jsonl_csv_and_txt(tmp_path: Path) -> None:
@@ -89,7 +90,21 @@ def record(
         engine=engine,
         answer="a",
         llm_calls=calls,
-        figures=[FigureRecord(text="1", kind="number", found=f) for f in found],
+        citations=[
+            Citation(text="1", kind="figure", doc_id=None, page=None, verified=f, how="not_found")
+            for f in found
+        ]
+        # a name of the answer: never counted among its figures
+        + [
+            Citation(
+                text="Ann Smith",
+                kind="name",
+                doc_id=None,
+                page=None,
+                verified=False,
+                how="not_found",
+            )
+        ],
         correctness=None
         if passing is None
         else {"passing": passing, "method": "correctness", "judge": "judge-model"},
@@ -113,12 +128,12 @@ def test_totals_are_paired_over_shared_questions_and_name_the_judge() -> None:
     assert dm["correct"]["mean"] == pytest.approx(2 / 3) and dm["correct"]["judged_by"] == [
         "judge-model"
     ]
-    assert st["correct"]["n"] == 2 and (dm["figures"], dm["figures_found"]) == (4, 3)
-    assert dm["figures_found_share"]["mean"] == pytest.approx(0.75)  # per answer: 1, .5
+    assert st["correct"]["n"] == 2 and (dm["figures"], dm["figures_verified"]) == (4, 3)
+    assert dm["figures_verified_share"]["mean"] == pytest.approx(0.75)  # per answer: 1, .5
     versus = totals["versus"]["stock"]
     assert versus["correct"]["n"] == 2 and versus["correct"]["diff"] == pytest.approx(0.5)
-    assert versus["figures_found_share"]["n"] == 2  # c: DocMemo stated no figure
-    assert versus["figures_found_share"]["diff"] == pytest.approx(((1 - 0) + (0.5 - 1)) / 2)
+    assert versus["figures_verified_share"]["n"] == 2  # c: DocMemo stated no figure
+    assert versus["figures_verified_share"]["diff"] == pytest.approx(((1 - 0) + (0.5 - 1)) / 2)
     assert versus["cost"]["llm_calls"]["diff"] == pytest.approx(7 / 3)
     lo, hi = versus["cost"]["llm_calls"]["ci"]
     assert lo <= 7 / 3 <= hi

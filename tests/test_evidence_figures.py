@@ -6,7 +6,6 @@ import pytest
 
 from llama_index_docmemo.evaluation.judge import is_short_number, parse_score
 from llama_index_docmemo.evidence.figures import (
-    check_figures,
     find_figures,
     locate,
     number_values,
@@ -75,18 +74,6 @@ def test_a_figure_is_located_as_the_page_writes_it(answer: str, page: str, state
 def test_a_different_figure_is_not_found(answer: str, page: str) -> None:
     (figure,) = find_figures(answer)
     assert locate(figure, page) is None
-
-
-def test_check_figures_names_the_pages_that_state_each_figure() -> None:
-    pages = [(("a.pdf", 1), "Revenue 41.5 million in 2023."), (("a.pdf", 2), "Staff: 1,200 (2023)")]
-    checks = check_figures("Revenue was 41.5 million with 1200 staff in 2023; margin 9%.", pages)
-    by_text = {c.text: c for c in checks}
-    assert by_text["41.5 million"].pages == [("a.pdf", 1)]
-    assert by_text["41.5 million"].matches == {"a.pdf#1": "41.5"}
-    assert by_text["1200"].pages == [("a.pdf", 2)] and by_text["1200"].matches["a.pdf#2"] == "1,200"
-    assert by_text["2023"].pages == [("a.pdf", 1), ("a.pdf", 2)]
-    assert not by_text["9%"].found and by_text["9%"].pages == []
-    assert check_figures("No figures at all.", pages) == []
 
 
 def test_number_rule_values() -> None:

@@ -1,7 +1,8 @@
 """Figures in an answer (numbers, percentages, dates) and whether a page states them: pure text rules.
 
-The one home of these rules: citations (:mod:`.citations`) verify an answer with them, and
-``docmemo compare`` checks its engines' answers with them.
+The one home of these rules: citations (:mod:`.citations`) verify an answer's figures with them,
+for DocMemo's answers and, in ``docmemo compare``, for every engine's; the judge's number rule
+reads values with them.
 
 An answer's figure is *found* on a page when the page's text holds the same value:
 
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 _MONTHS = {
@@ -190,33 +191,6 @@ def locate(figure: Figure, page_text: str) -> str | None:
     """The text on the page that states ``figure`` (as the page writes it), or None."""
     span = locate_span(figure, page_text)
     return page_text[span[0] : span[1]] if span else None
-
-
-@dataclass(frozen=True)
-class FigureCheck:
-    """A figure of an answer and the pages (of those cited or read) whose text states it."""
-
-    text: str
-    kind: str
-    found: bool
-    pages: list[tuple[str, int]]
-    matches: dict[str, str]  # "doc#page" -> the page's own text of the figure
-
-
-def check_figures(answer: str, pages: Iterable[tuple[tuple[str, int], str]]) -> list[FigureCheck]:
-    """Each figure of ``answer`` against ``pages`` ((doc, page), text): found where stated."""
-    texts: Sequence[tuple[tuple[str, int], str]] = list(pages)
-    checks: list[FigureCheck] = []
-    for figure in find_figures(answer):
-        where: list[tuple[str, int]] = []
-        matches: dict[str, str] = {}
-        for ref, text in texts:
-            stated = locate(figure, text)
-            if stated is not None:
-                where.append(ref)
-                matches[f"{ref[0]}#{ref[1]}"] = stated
-        checks.append(FigureCheck(figure.text, figure.kind, bool(where), where, matches))
-    return checks
 
 
 def values_match(expected: Sequence[float], stated: Sequence[float], rel_tol: float) -> bool:

@@ -1,6 +1,11 @@
-"""``docmemo ask --html``: the answer, its citations linked to thumbnails of the cited pages with
-the cited boxes drawn. One self-contained file (thumbnails inline as PNG data), no scripts, nothing
-from the network.
+"""Citations as HTML: the answer with its claims marked, the citations linked to thumbnails of the
+cited pages with the cited boxes drawn.
+
+The parts (:func:`marked_answer`, :func:`citation_list`, :func:`cited_boxes`,
+:func:`page_figure`, ``CITATION_CSS``) are shared by ``docmemo ask --html``
+(:func:`render_answer_html`: one self-contained file, thumbnails inline as PNG data) and
+``docmemo compare``'s report (thumbnails as files beside it, one answer card per engine). No
+scripts, nothing from the network.
 """
 
 from __future__ import annotations
@@ -8,16 +13,16 @@ from __future__ import annotations
 import base64
 import html
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+
+from PIL import Image
 
 from llama_index_docmemo.evidence.citations import Citation
 from llama_index_docmemo.evidence.pages import PAGE_ERRORS, render_page_boxed
 from llama_index_docmemo.types import PageRef
 
-CSS = (
-    "body{font-family:system-ui,sans-serif;font-size:15px;margin:24px;color:#1d1d1f;"
-    "max-width:1200px}.answer{white-space:pre-wrap;line-height:1.5;font-size:17px}"
+CITATION_CSS = (
     "mark.verified{background:#c8f0c8;border-bottom:2px solid #2a8a2a}"
     "mark.unverified{background:#fbd3d3;border-bottom:2px solid #b42318}"
     "ol.citations li{margin:6px 0}.quote{color:#444;font-style:italic}"
@@ -25,14 +30,26 @@ CSS = (
     ".pages figure{margin:0}.pages img{border:1px solid #bbb;display:block}"
     ".pages figcaption{font-size:12px;color:#444}"
 )
+"""The marks, the citation list and the page figures, in both pages."""
+CSS = (
+    "body{font-family:system-ui,sans-serif;font-size:15px;margin:24px;color:#1d1d1f;"
+    "max-width:1200px}.answer{white-space:pre-wrap;line-height:1.5;font-size:17px}" + CITATION_CSS
+)
+Anchor = Callable[[PageRef], str]
+"""A cited page -> the id of its figure in the page (unique in the document)."""
 
 
 def _e(text: object) -> str:
     return html.escape(str(text))
 
 
-def _anchor(ref: PageRef) -> str:
-    return "page-" + "".join(ch if ch.isalnum() else "-" for ch in ref.doc_id) + f"-{ref.page}"
+def page_anchor(ref: PageRef, prefix: str = "page") -> str:
+    """An HTML id for ``ref``'s figure: ``prefix``, the document id and page, letters and digits
+    only (``prefix`` tells apart the figures of several answers in one page)."""
+    return "-".join(
+        "".join(ch if ch.isalnum() else "-" for ch in part)
+        for part in (prefix, ref.doc_id, str(ref.page))
+    )
 
 
 def marked_answer(answer: str, citations: Sequence[Citation]) -> str:
@@ -57,31 +74,67 @@ def marked_answer(answer: str, citations: Sequence[Citation]) -> str:
     return "".join(out)
 
 
-def _citation_item(c: Citation) -> str:
+def _citation_item(c: Citation, anchor: Anchor) -> str:
     if not c.verified or c.ref is None:
-        return f'<li><b>{_e(c.text)}</b>: <span class="no">not found on the pages read</span></li>'
+        return (
+            f'<li class="unverified"><b>{_e(c.text)}</b>: '
+            '<span class="no">unverified: not found on the pages read</span></li>'
+        )
     box = "box " + ", ".join(f"{v:.0f}" for v in c.bbox) if c.bbox else "no box"
-    where = f'<a href="#{_anchor(c.ref)}">{_e(c.ref.doc_id)} p. {c.ref.page}</a>'
+    where = f'<a href="#{anchor(c.ref)}">{_e(c.ref.doc_id)} p. {c.ref.page}</a>'
     return (
-        f"<li><b>{_e(c.text)}</b> ({c.kind}): {where}, {_e(c.how)}, {_e(box)}"
-        f'<div class="quote">“{_e(c.quote)}”</div></li>'
+        f'<li class="verified"><b>{_e(c.text)}</b> ({c.kind}): verified on {where}, '
+        f'{_e(c.how)}, {_e(box)}<div class="quote">“{_e(c.quote)}”</div></li>'
     )
 
 
-def _thumbnail(ref: PageRef, source: str | Path, boxes: Sequence[Sequence[float]]) -> str:
-    caption = f"{ref.doc_id} p. {ref.page}"
+def citation_list(citations: Sequence[Citation], anchor: Anchor = page_anchor) -> str:
+    """The citations as an ordered list, each verified one linked to its page's figure."""
+    items = "".join(_citation_item(c, anchor) for c in citations)
+    return f'<ol class="citations">{items or "<li>none</li>"}</ol>'
+
+
+def cited_boxes(citations: Sequence[Citation]) -> dict[PageRef, list[list[float]]]:
+    """The pages of the verified citations, in order, each with its citations' boxes."""
+    pages: dict[PageRef, list[list[float]]] = {}
+    for c in citations:
+        if c.verified and c.ref is not None:
+            pages.setdefault(c.ref, [])
+            if c.bbox:
+                pages[c.ref].append(c.bbox)
+    return pages
+
+
+def page_figure(
+    anchor: str, caption: str, image: tuple[str, int, int] | None, boxes: int | None
+) -> str:
+    """A page's ``<figure>``: ``image`` is (src, width, height), None when the page could not be
+    rendered; ``boxes`` the cited boxes drawn on it (None: a page cited without a box)."""
+    if image is None:
+        return f'<figure id="{_e(anchor)}"><figcaption>{_e(caption)}: not renderable</figcaption></figure>'
+    src, width, height = image
+    drawn = f": {boxes} cited box(es)" if boxes is not None else ""
+    return (
+        f'<figure id="{_e(anchor)}"><img src="{_e(src)}" width="{width}" height="{height}" '
+        f'alt="{_e(caption)}"><figcaption>{_e(caption + drawn)}</figcaption></figure>'
+    )
+
+
+def data_uri(image: Image.Image) -> str:
+    """``image`` as an inline PNG ``src``."""
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def _inline_thumbnail(ref: PageRef, source: str | Path, boxes: Sequence[Sequence[float]]) -> str:
     try:
         image = render_page_boxed(source, ref.page, boxes)
     except PAGE_ERRORS:
-        return f'<figure id="{_anchor(ref)}"><figcaption>{_e(caption)}: not renderable</figcaption></figure>'
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG")
-    data = base64.b64encode(buffer.getvalue()).decode("ascii")
-    return (
-        f'<figure id="{_anchor(ref)}"><img src="data:image/png;base64,{data}" '
-        f'width="{image.width}" height="{image.height}" alt="{_e(caption)}">'
-        f"<figcaption>{_e(caption)}: {len(boxes)} cited box(es)</figcaption></figure>"
-    )
+        shown = None
+    else:
+        shown = (data_uri(image), image.width, image.height)
+    return page_figure(page_anchor(ref), f"{ref.doc_id} p. {ref.page}", shown, len(boxes))
 
 
 def render_answer_html(
@@ -93,16 +146,9 @@ def render_answer_html(
     """The page of one answer: the question, the answer with its claims marked, the citations
     (each linked to its page), and a thumbnail of every cited page with its boxes drawn
     (``sources``: each document's PDF)."""
-    pages: dict[PageRef, list[list[float]]] = {}
-    for c in citations:
-        if c.verified and c.ref is not None:
-            pages.setdefault(c.ref, [])
-            if c.bbox:
-                pages[c.ref].append(c.bbox)
-    items = "".join(_citation_item(c) for c in citations)
     thumbs = "".join(
-        _thumbnail(ref, sources[ref.doc_id], boxes)
-        for ref, boxes in pages.items()
+        _inline_thumbnail(ref, sources[ref.doc_id], boxes)
+        for ref, boxes in cited_boxes(citations).items()
         if ref.doc_id in sources
     )
     return (
@@ -110,6 +156,6 @@ def render_answer_html(
         f"<title>DocMemo: {_e(question)}</title><style>{CSS}</style></head><body>"
         f"<h1>{_e(question)}</h1>"
         f'<p class="answer">{marked_answer(answer, citations)}</p>'
-        f'<h2>Citations</h2><ol class="citations">{items or "<li>none</li>"}</ol>'
+        f"<h2>Citations</h2>{citation_list(citations)}"
         f'<h2>Cited pages</h2><div class="pages">{thumbs}</div></body></html>'
     )

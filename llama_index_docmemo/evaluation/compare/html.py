@@ -1,10 +1,11 @@
 """``report.html`` of a comparison: one self-contained page that opens offline.
 
 Totals on top, then per question the engines' answers side by side: each answer with its figures
-marked (found on a page it cited or read, or not), its verdicts (with the judge), its cost, and
-thumbnails of the pages it cites with the found figures boxed; DocMemo's answer also shows its belief
-heat-map (pages x rounds). Inline CSS, no scripts, no fonts or files from the network: the
-thumbnails are PNG files in ``pages/`` beside the report.
+and names marked verified (on a page it cited or read) or unverified, its verdicts (with the
+judge), its citations linked to thumbnails of their pages with the cited boxes drawn (the parts of
+:mod:`llama_index_docmemo.evidence.html`, shared with ``docmemo ask --html``), its cost; DocMemo's
+answer also shows its belief heat-map (pages x rounds). Inline CSS, no scripts, no fonts or files
+from the network: the thumbnails are PNG files in ``pages/`` beside the report.
 """
 
 from __future__ import annotations
@@ -25,14 +26,25 @@ from llama_index_docmemo.evaluation.compare.markdown import (
     versus_table,
 )
 from llama_index_docmemo.evaluation.compare.questions import Question
-from llama_index_docmemo.evaluation.compare.records import AnswerRecord, FigureRecord
+from llama_index_docmemo.evaluation.compare.records import AnswerRecord
 from llama_index_docmemo.evaluation.compare.thumbnails import Thumbnail
+from llama_index_docmemo.evidence.html import (
+    CITATION_CSS,
+    Anchor,
+    citation_list,
+    cited_boxes,
+    marked_answer,
+    page_anchor,
+    page_figure,
+)
+from llama_index_docmemo.evidence.pages import Box
 from llama_index_docmemo.trace import QueryTrace
+from llama_index_docmemo.types import PageRef
 from llama_index_docmemo.visualize import HEAT_MAP_CSS, HEAT_MAP_LEGEND, heat_map, heat_map_table
 
 MAX_THUMBNAILS = 6
-ThumbnailFor = Callable[[str, int, Sequence[str]], "Thumbnail | None"]
-"""(doc, page, texts to box) -> the page's thumbnail, or None when it cannot be rendered."""
+ThumbnailFor = Callable[[str, int, Sequence[Box]], "Thumbnail | None"]
+"""(doc, page, boxes to draw) -> the page's thumbnail, or None when it cannot be rendered."""
 
 CSS = (
     "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;font-size:14px;margin:24px;"
@@ -44,14 +56,12 @@ CSS = (
     ".answers{display:grid;gap:14px;align-items:start}"
     ".answer{border:1px solid #d0d0d6;border-radius:6px;padding:10px 12px;background:#fcfcfd}"
     ".answer h3{margin:0 0 6px;font-size:15px}.text{white-space:pre-wrap;line-height:1.45}"
-    "mark.found{background:#c8f0c8;border-bottom:2px solid #2a8a2a}"
-    "mark.missing{background:#fbd3d3;border-bottom:2px solid #b42318}"
     ".meta{color:#555;font-size:12px;margin:4px 0}.error{color:#b42318;font-weight:600}"
     ".thumbs{display:flex;flex-wrap:wrap;gap:8px;margin-top:8px}"
-    ".thumbs figure{margin:0;width:150px}.thumbs img{width:150px;height:auto;"
+    ".thumbs figure{margin:0;width:220px}.thumbs img{width:220px;height:auto;"
     "border:1px solid #bbb;display:block}.thumbs figcaption{font-size:11px;color:#444}"
     ".expected{background:#f0f4ff;padding:6px 10px;border-radius:4px}"
-    "details{margin-top:8px}" + HEAT_MAP_CSS
+    "details{margin-top:8px}" + CITATION_CSS + HEAT_MAP_CSS
 )
 
 
@@ -73,58 +83,44 @@ def _table(table: Table) -> str:
     return f'<table class="totals"><tr>{head}</tr>{body}</table>'
 
 
-def marked_answer(answer: str, figures: Sequence[FigureRecord]) -> str:
-    """The answer, escaped, with each checked figure in a ``<mark>``: found or missing."""
-    out: list[str] = []
-    position = 0
-    for figure in figures:
-        start = answer.find(figure.text, position)
-        if start < 0:
-            continue
-        where = ", ".join(f"{p.doc} p.{p.page}" for p in figure.pages)
-        tip = f"found on {where}" if figure.found else "not on any page cited or read"
-        kind = "found" if figure.found else "missing"
-        out.append(_e(answer[position:start]))
-        out.append(f'<mark class="{kind}" title="{_e(tip)}">{_e(figure.text)}</mark>')
-        position = start + len(figure.text)
-    out.append(_e(answer[position:]))
-    return "".join(out)
-
-
-def _thumbnails(record: AnswerRecord, thumbnail_for: ThumbnailFor) -> str:
-    figures: list[str] = []
-    for citation in record.cited_pages[:MAX_THUMBNAILS]:
-        key = f"{citation.doc}#{citation.page}"
-        marks = sorted({f.matches[key] for f in record.figures if key in f.matches})
-        thumb = thumbnail_for(citation.doc, citation.page, marks)
-        label = f"{citation.doc} p.{citation.page}"
-        if thumb is None:
-            figures.append(f"<figure><figcaption>{_e(label)}: not renderable</figcaption></figure>")
-            continue
-        unboxed = [m for m in marks if m not in thumb.boxed]
-        note = ""
-        if thumb.boxed:
-            note += " · boxed: " + ", ".join(thumb.boxed)
-        if unboxed:
-            note += " · in the page's OCR text (no position): " + ", ".join(unboxed)
-        figures.append(
-            f'<figure><img src="{_e(thumb.path)}" alt="{_e(label)}" width="{thumb.width}" '
-            f'height="{thumb.height}"><figcaption>{_e(label + note)}</figcaption>'
-            "</figure>"
-        )
-    more = len(record.cited_pages) - MAX_THUMBNAILS
+def _thumbnails(record: AnswerRecord, anchor: Anchor, thumbnail_for: ThumbnailFor) -> str:
+    """Every page a verified citation stands on, with its boxes drawn, then the other cited
+    pages up to ``MAX_THUMBNAILS`` in all."""
+    pages: dict[PageRef, list[list[float]] | None] = dict(cited_boxes(record.citations))
+    for citation in record.cited_pages:
+        if len(pages) >= MAX_THUMBNAILS:
+            break
+        pages.setdefault(citation.ref, None)
+    figures = []
+    for ref, boxes in pages.items():
+        thumb = thumbnail_for(ref.doc_id, ref.page, boxes or [])
+        shown = (thumb.path, thumb.width, thumb.height) if thumb is not None else None
+        count = None if boxes is None else len(boxes)
+        figures.append(page_figure(anchor(ref), f"{ref.doc_id} p.{ref.page}", shown, count))
+    more = len({c.ref for c in record.cited_pages} - set(pages))
     extra = f'<p class="meta">and {more} more cited pages</p>' if more > 0 else ""
     return f'<div class="thumbs">{"".join(figures)}</div>{extra}' if figures else ""
+
+
+def _citations(record: AnswerRecord, anchor: Anchor) -> str:
+    verified = sum(f.verified for f in record.figures)
+    return (
+        f'<p class="meta">Verified figures (on pages cited or read): {verified}/'
+        f"{len(record.figures)}</p><details open><summary>Citations</summary>"
+        f"{citation_list(record.citations, anchor)}</details>"
+    )
 
 
 def _answer_card(
     record: AnswerRecord, trace: QueryTrace | None, thumbnail_for: ThumbnailFor
 ) -> str:
+    def anchor(ref: PageRef) -> str:
+        return page_anchor(ref, prefix=f"{record.qid}-{record.engine}")
+
     if record.error:
         body = f'<p class="error">{_e(record.error)}</p>'
     else:
-        body = f'<p class="text">{marked_answer(record.answer, record.figures)}</p>'
-    found = sum(f.found for f in record.figures)
+        body = f'<p class="text">{marked_answer(record.answer, record.citations)}</p>'
     read = ", ".join(f"{p.doc} p.{p.page}" for p in record.read_pages) or "none"
     usage = (
         f" ({record.requests_without_usage} without usage)" if record.requests_without_usage else ""
@@ -133,13 +129,13 @@ def _answer_card(
         f'<article class="answer" data-engine="{_e(record.engine)}"><h3>{_e(record.engine)}</h3>',
         body,
         f'<p class="meta">Verdict: {_e(verdict_text(record))}</p>',
-        f'<p class="meta">Figures found on pages cited or read: {found}/{len(record.figures)}</p>',
+        _citations(record, anchor),
         f'<p class="meta">Cost: {record.llm_calls} LLM calls, {record.prompt_tokens} prompt + '
         f"{record.completion_tokens} completion tokens{_e(usage)}, {record.images} images "
         f"(about {record.image_tokens} image tokens), "
         f"{record.seconds:.1f} s</p>",
         f'<p class="meta">Read: {_e(read)}</p>',
-        _thumbnails(record, thumbnail_for),
+        _thumbnails(record, anchor, thumbnail_for),
     ]
     if trace is not None and trace.rounds:
         parts.append(

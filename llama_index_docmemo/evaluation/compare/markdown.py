@@ -8,6 +8,7 @@ from typing import Any
 
 from llama_index_docmemo.evaluation.compare.questions import Question
 from llama_index_docmemo.evaluation.compare.records import AnswerRecord
+from llama_index_docmemo.evidence.citations import Citation
 
 
 def interval(est: Mapping[str, Any], scale: float = 100.0, digits: int = 0, unit: str = "") -> str:
@@ -93,7 +94,7 @@ def totals_table(totals: Mapping[str, Any]) -> Table:
         "engine",
         "correct",
         "judged by",
-        "figures found on pages cited or read",
+        "verified figures (on pages cited or read)",
         "LLM calls",
         "prompt tokens",
         "completion tokens",
@@ -104,8 +105,8 @@ def totals_table(totals: Mapping[str, Any]) -> Table:
     rows = []
     for name, t in totals["engines"].items():
         cost = t["cost"]
-        figures = f"{t['figures_found']}/{t['figures']}"
-        share = t["figures_found_share"]
+        figures = f"{t['figures_verified']}/{t['figures']}"
+        share = t["figures_verified_share"]
         if share["mean"] is not None:
             figures += f" (per answer {interval(share, unit='%')})"
         missing = f" ({t['requests_without_usage']} requests without usage)" * bool(
@@ -133,7 +134,7 @@ def versus_table(totals: Mapping[str, Any]) -> Table:
     header = [
         "engine",
         "correct (points)",
-        "figures found (points)",
+        "verified figures (points)",
         "LLM calls",
         "prompt tokens",
         "seconds",
@@ -147,7 +148,7 @@ def versus_table(totals: Mapping[str, Any]) -> Table:
             [
                 name,
                 signed(v["correct"]),
-                signed(v["figures_found_share"]),
+                signed(v["figures_verified_share"]),
                 signed(v["cost"]["llm_calls"], 1, 1),
                 signed(v["cost"]["prompt_tokens"], 1),
                 signed(v["cost"]["seconds"], 1, 1),
@@ -192,17 +193,24 @@ def _cell(text: str) -> str:
     return _inert(" ".join(text.split())).replace("|", "\\|")
 
 
+def _figure_cell(figure: Citation) -> str:
+    """``41.5 million ✓ alpha.pdf p.4`` for a verified figure, ``9,731 ✗`` for one on no page read."""
+    if not figure.verified or figure.ref is None:
+        return f"{figure.text} ✗"
+    return f"{figure.text} ✓ {figure.ref.doc_id} p.{figure.ref.page}"
+
+
 def question_lines(question: Question, records: Sequence[AnswerRecord]) -> list[str]:
     lines = [f"### {_cell(question.qid)}: {_cell(question.text)}", ""]
     if question.expected is not None:
         lines += [f"Expected: {_cell(question.expected)}", ""]
     lines += [
-        "| engine | answer | verdict | figures found | cited pages | LLM calls / tokens / images (est. tokens) / s |",
+        "| engine | answer | verdict | verified figures | cited pages | LLM calls / tokens / images (est. tokens) / s |",
         "|---|---|---|---|---|---|",
     ]
     for r in records:
         answer = f"ERROR: {r.error}" if r.error else r.answer
-        figures = ", ".join(f"{f.text} {'✓' if f.found else '✗'}" for f in r.figures) or "—"
+        figures = ", ".join(map(_figure_cell, r.figures)) or "—"
         cited = ", ".join(f"{p.doc} p.{p.page}" for p in r.cited_pages) or "—"
         lines.append(
             f"| {_cell(r.engine)} | {_cell(answer)} | {_cell(verdict_text(r))} | {_cell(figures)} | "

@@ -1,4 +1,5 @@
-"""One line of ``results.jsonl``: a question answered by one engine, what it cost, its checks and verdicts.
+"""One line of ``results.jsonl``: a question answered by one engine, what it cost, its citations and
+verdicts.
 
 ``results.jsonl`` is written as answers come (so an interrupted run resumes where it stopped) and
 rewritten at the end with the verdicts merged in. DocMemo's traces go to ``traces.jsonl`` (the
@@ -15,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from llama_index_docmemo.evidence.citations import Citation
 from llama_index_docmemo.trace import QueryTrace
 from llama_index_docmemo.types import PageRef
 
@@ -36,23 +38,15 @@ class PageCitation(BaseModel):
         return PageRef(self.doc, self.page)
 
 
-class FigureRecord(BaseModel):
-    """A figure of the answer: found on a page the engine cited or read, or not."""
-
-    text: str
-    kind: str
-    found: bool
-    pages: list[PageCitation] = Field(default_factory=list)
-    matches: dict[str, str] = Field(default_factory=dict)  # "doc#page" -> the page's own text
-
-
 class AnswerRecord(BaseModel):
-    """One (question, engine): the answer, its pages, its cost, its figure checks, its verdicts.
+    """One (question, engine): the answer, its pages, its cost, its citations, its verdicts.
 
     ``requests_without_usage`` counts LLM requests whose response carried no token usage (their
     tokens are missing from the totals). ``image_tokens`` is the images' share of the prompt as
     the model family's formula estimates it (``llms/image_budget.py``), beside the server's own
-    ``prompt_tokens``. ``error`` holds why the engine gave no answer.
+    ``prompt_tokens``. ``citations`` are the answer's figures, names and quoted facts, each
+    verified or not against the pages read and boxed on its page (:mod:`.citing`). ``error``
+    holds why the engine gave no answer.
     """
 
     qid: str
@@ -69,7 +63,7 @@ class AnswerRecord(BaseModel):
     image_tokens: int = 0
     seconds: float = 0.0
     requests_without_usage: int = 0
-    figures: list[FigureRecord] = Field(default_factory=list)
+    citations: list[Citation] = Field(default_factory=list)
     error: str | None = None
     correctness: dict[str, Any] | None = None  # a judge.Verdict, with expected answers
     pairwise: dict[str, dict[str, Any]] = Field(default_factory=dict)  # other engine -> verdict
@@ -79,8 +73,13 @@ class AnswerRecord(BaseModel):
         return (self.qid, self.engine)
 
     @property
+    def figures(self) -> list[Citation]:
+        """The citations of the answer's figures (numbers, percentages, dates)."""
+        return [c for c in self.citations if c.kind == "figure"]
+
+    @property
     def checked_pages(self) -> list[PageRef]:
-        """The pages the figure check looks at: cited, then read."""
+        """The pages an answer's claims are checked against: cited, then read."""
         return list(dict.fromkeys([p.ref for p in self.cited_pages + self.read_pages]))
 
 

@@ -1,4 +1,5 @@
-"""Writing a comparison's reports: ``report.md``, ``report.html`` (with ``pages/`` thumbnails)."""
+"""Writing a comparison's reports: ``report.md``, ``report.html`` (with ``pages/`` thumbnails), and
+what ``report.json`` holds (the settings, the totals, every answer with its citations)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from llama_index_docmemo.evaluation.compare.questions import Question
 from llama_index_docmemo.evaluation.compare.records import TRACES, AnswerRecord, load_traces
 from llama_index_docmemo.evaluation.compare.thumbnails import Thumbnail, render_thumbnail
 from llama_index_docmemo.evaluation.compare.totals import compare_totals
+from llama_index_docmemo.evidence.pages import Box
 from llama_index_docmemo.types import PageFilter
 
 if TYPE_CHECKING:
@@ -28,7 +30,8 @@ def write_reports(
     meta: Mapping[str, Any],
     store: PageStore,
 ) -> dict[str, Any]:
-    """Totals, ``report.md`` and ``report.html`` into ``out``; returns ``{**meta, "totals"}``."""
+    """Totals, ``report.md`` and ``report.html`` into ``out``; returns ``{**meta, "totals",
+    "answers"}`` (``answers``: the records, as ``results.jsonl`` has them, citations included)."""
     engines: list[str] = list(meta["engines"])
     by_engine = {name: [r for r in records if r.engine == name] for name in engines}
     by_question: dict[str, list[AnswerRecord]] = {}
@@ -37,11 +40,11 @@ def write_reports(
     totals = compare_totals(by_engine, DOCMEMO)
     sources = {s.doc_id: s.source for s in store.list_documents(PageFilter())}
 
-    def thumbnail_for(doc: str, page: int, marks: Sequence[str]) -> Thumbnail | None:
+    def thumbnail_for(doc: str, page: int, boxes: Sequence[Box]) -> Thumbnail | None:
         source = sources.get(doc)
         if not source:
             return None
-        return render_thumbnail(source, doc, page, marks, out / THUMBNAILS)
+        return render_thumbnail(source, doc, page, boxes, out / THUMBNAILS)
 
     (out / "report.md").write_text(
         render_markdown(meta, totals, questions, by_question), encoding="utf-8"
@@ -50,4 +53,5 @@ def write_reports(
     (out / "report.html").write_text(
         render_html(meta, totals, questions, by_question, traces, thumbnail_for), encoding="utf-8"
     )
-    return {**meta, "totals": totals}
+    answers = [r.model_dump(mode="json") for r in records]
+    return {**meta, "totals": totals, "answers": answers}

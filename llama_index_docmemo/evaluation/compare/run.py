@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llama_index_docmemo.errors import DocMemoError
+from llama_index_docmemo.evaluation.compare.citing import answer_citations
 from llama_index_docmemo.evaluation.compare.engines import (
     COMPARE_ENGINES,
     DEFAULT_ENGINES,
@@ -35,7 +36,6 @@ from llama_index_docmemo.evaluation.compare.records import (
     TRACES,
     VERDICTS,
     AnswerRecord,
-    FigureRecord,
     PageCitation,
     append_jsonl,
     load_records,
@@ -46,7 +46,8 @@ from llama_index_docmemo.evaluation.configs import EngineConfigs
 from llama_index_docmemo.evaluation.judge import AnswerJudge, VerdictCache, model_name
 from llama_index_docmemo.evaluation.runner import check_settings
 from llama_index_docmemo.events import counting_llm_calls
-from llama_index_docmemo.evidence.figures import check_figures
+from llama_index_docmemo.evidence.citations import Citation, PageText
+from llama_index_docmemo.loop.citing import OCR_BOX_PAGES
 from llama_index_docmemo.types import PageFilter, PageRef
 
 if TYPE_CHECKING:
@@ -125,9 +126,14 @@ class _Comparison:
                 )
         return self._engines[name]
 
-    def page_texts(self, refs: Sequence[PageRef]) -> list[tuple[tuple[str, int], str]]:
-        records = self.store.get_pages(list(refs), PageFilter())
-        return [((r.doc_id, r.page), r.text) for r in records]
+    def citations(self, reply: EngineReply, checked: Sequence[PageRef]) -> list[Citation]:
+        """The reply's citations (:func:`.citing.answer_citations`), its claims checked against
+        the store's text of the ``checked`` pages, OCR'd pages boxed as DocMemo's config says."""
+        records = self.store.get_pages(list(checked), PageFilter())
+        pages = [PageText(r.ref, r.text, r.ocr) for r in records]
+        sources = {r.ref: r.source for r in records}
+        ocr_pages = OCR_BOX_PAGES if self.configs.for_engine(DOCMEMO).answer.ocr_boxes else 0
+        return answer_citations(reply, pages, sources, ocr_pages)
 
     def answer(self, question: Question, name: str) -> tuple[AnswerRecord, EngineReply | None]:
         """Ask ``name``; an engine that fails gives a record with the error, and the run goes on."""
@@ -158,17 +164,7 @@ class _Comparison:
             record.answer = reply.answer
             record.cited_pages = [PageCitation.of(r) for r in reply.cited]
             record.read_pages = [PageCitation.of(r) for r in reply.read]
-            checks = check_figures(reply.answer, self.page_texts(record.checked_pages))
-            record.figures = [
-                FigureRecord(
-                    text=c.text,
-                    kind=c.kind,
-                    found=c.found,
-                    pages=[PageCitation(doc=d, page=p) for d, p in c.pages],
-                    matches=c.matches,
-                )
-                for c in checks
-            ]
+            record.citations = self.citations(reply, record.checked_pages)
         return record, reply
 
 
@@ -205,7 +201,8 @@ def compare(
     store: str | Path | None = None,
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Compare engines on ``docs`` with ``questions``; writes ``out``'s reports, returns the totals.
+    """Compare engines on ``docs`` with ``questions``; writes ``out``'s reports, returns
+    ``report.json``'s content (settings, totals, every answer with its citations).
 
     Args:
         docs: folder of PDFs (indexed into the page store once; subfolders included).

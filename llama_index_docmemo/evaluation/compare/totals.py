@@ -35,10 +35,11 @@ def _passing(record: AnswerRecord) -> float | None:
     return float(bool(verdict["passing"]))
 
 
-def _found_share(record: AnswerRecord) -> float | None:
+def _verified_share(record: AnswerRecord) -> float | None:
+    """The share of the answer's figures its citations verify (None: no figure)."""
     if not record.figures:
         return None
-    return sum(f.found for f in record.figures) / len(record.figures)
+    return sum(f.verified for f in record.figures) / len(record.figures)
 
 
 def _judges(records: Sequence[AnswerRecord]) -> list[str]:
@@ -52,15 +53,15 @@ def engine_totals(records: Sequence[AnswerRecord]) -> dict[str, Any]:
     """One engine's totals over its answered questions."""
     answered = [r for r in records if r.error is None]
     passing = [v for v in map(_passing, answered) if v is not None]
-    shares = [v for v in map(_found_share, answered) if v is not None]
+    shares = [v for v in map(_verified_share, answered) if v is not None]
     return {
         "questions": len(records),
         "answered": len(answered),
         "errors": len(records) - len(answered),
         "correct": {**estimate(passing), "judged_by": _judges(answered)},
         "figures": sum(len(r.figures) for r in answered),
-        "figures_found": sum(f.found for r in answered for f in r.figures),
-        "figures_found_share": estimate(shares),
+        "figures_verified": sum(f.verified for r in answered for f in r.figures),
+        "figures_verified_share": estimate(shares),
         "cost": {name: estimate([float(getattr(r, name)) for r in answered]) for name in COSTS},
         "requests_without_usage": sum(r.requests_without_usage for r in answered),
     }
@@ -114,7 +115,7 @@ def compare_totals(
         other = {r.qid: r for r in records}
         totals["versus"][name] = {
             "correct": _paired(ref, other, _passing),
-            "figures_found_share": _paired(ref, other, _found_share),
+            "figures_verified_share": _paired(ref, other, _verified_share),
             "cost": {
                 cost: _paired(ref, other, lambda r, cost=cost: float(getattr(r, cost)))
                 for cost in COSTS
