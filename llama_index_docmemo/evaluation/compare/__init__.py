@@ -2,7 +2,8 @@
 
 ``compare(docs, questions, out, llm=...)`` (:func:`.run.compare`) answers every question with every
 engine through the same LlamaIndex LLM, counts each answer's cost from LlamaIndex's instrumentation
-(:func:`llama_index_docmemo.events.counting_llm_calls`), checks its figures against the pages it cites or read, judges it with LlamaIndex's
+(:func:`llama_index_docmemo.events.counting_llm_calls`), gives it citations checked against the
+pages it cited or read by one rule for every engine (:mod:`.citing`), judges it with LlamaIndex's
 evaluators (:mod:`.verdicts`), and writes ``report.html``, ``report.md``, ``report.json`` and
 ``results.jsonl``.
 """
