@@ -37,10 +37,10 @@ ABSTAINS_FROM = ("answered", "need_more")
 """Statuses the abstention rule applies to: an answer, and the best guess of a loop that ran out
 of rounds (an "unanswerable" verdict already is "not found")."""
 CANDIDATES = 3
+"""Best candidate pages an abstention names."""
 OCR_BOX_PAGES = 3
 """OCR'd pages an answer's boxes are looked for on (each is OCR'd again, about half a second): the
 answer's figures and names come first, then the quoted facts."""
-"""Best candidate pages an abstention names."""
 NODE_KEYS = ("docmemo_quote", "docmemo_quote_start", "docmemo_quote_end", "docmemo_bbox")
 """Source-node metadata keys of the first verified citation of the page (hidden from prompts)."""
 
