@@ -35,6 +35,8 @@ class LoopSettings(_Settings):
             after the evidence is found.
         answer_needs_evidence: an "answered" ends the reading only once the reader has labelled
             some page useful (an answer from no evidence is not trusted before the last round).
+        give_up_after_pages: end the reading (stop "no_evidence") once this many pages were read
+            and none was labelled useful; None reads on to the last round.
         static: one round of plain top-k (the baseline).
         use_schema / use_belief / use_episodic: the three memories.
         bayesian_update: apply the reader's labels to the beliefs.
@@ -50,6 +52,7 @@ class LoopSettings(_Settings):
     pages_per_round: int = Field(5, ge=1, le=50)
     pages_schedule: tuple[int, ...] = ()
     answer_needs_evidence: bool = False
+    give_up_after_pages: int | None = Field(None, ge=1)
     static: bool = False
     use_schema: bool = True
     use_belief: bool = True

@@ -21,6 +21,7 @@ StopReason = Literal[
     "deadline",
     "llm_error",
     "no_candidates",
+    "no_evidence",
     "static",
 ]
 

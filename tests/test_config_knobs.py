@@ -233,6 +233,7 @@ ROWS: list[tuple[str, Any, dict[str, Any], str]] = [
     ("pages_per_round", 2, {}, ""),
     ("pages_schedule", (2, 1), {}, ""),
     ("answer_needs_evidence", True, {}, "guess"),
+    ("give_up_after_pages", 3, {"answer_needs_evidence": True}, "guess"),
     ("static", True, {}, ""),
     ("use_schema", False, {}, ""),
     ("use_belief", False, {}, ""),

@@ -16,7 +16,7 @@ from llama_index_docmemo.evaluation.datasets import EvalDataset, load_dataset
 from llama_index_docmemo.evaluation.runner import run_evaluation
 from llama_index_docmemo.evaluation.simulated import SimulatedReasoner
 from llama_index_docmemo.evaluation.stopping import StopRule
-from llama_index_docmemo.loop.trust import trusts_answer
+from llama_index_docmemo.loop.trust import gives_up, trusts_answer
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
 from llama_index_docmemo.types import PageRef
 
@@ -31,6 +31,16 @@ def test_an_answer_is_trusted_only_with_evidence_when_asked(
 ) -> None:
     expected = status == "answered" and (useful > 0 or not needs_evidence)
     assert trusts_answer(status, useful_so_far=useful, needs_evidence=needs_evidence) is expected
+
+
+@pytest.mark.parametrize("pages", [0, 5, 9, 10, 15])
+@pytest.mark.parametrize("useful", [0, 1, 4])
+@pytest.mark.parametrize("after", [None, 1, 10])
+def test_the_reading_gives_up_only_after_enough_pages_with_nothing_useful(
+    pages: int, useful: int, after: int | None
+) -> None:
+    expected = after is not None and useful == 0 and pages >= after
+    assert gives_up(pages_read=pages, useful_so_far=useful, after_pages=after) is expected
 
 
 @pytest.mark.parametrize(
@@ -167,3 +177,34 @@ def test_round_one_fusion_reaches_every_baseline(tmp_path: Path, first_round: in
     firsts = {name: set(runs[name][0].reads[0]) for name in engines}
     assert len({frozenset(f) for f in firsts.values()}) == 1, firsts
     assert (PageRef("r.pdf", 10) in firsts["docmemo"]) is (first_round == 1)
+
+
+@pytest.mark.parametrize("fn", [1.0, 0.0])
+def test_every_round_based_engine_gives_up_by_the_same_rule(
+    dataset: EvalDataset, tmp_path: Path, fn: float
+) -> None:
+    """``give_up_after_pages=6`` with a reader that labels nothing useful: DocMemo and its
+    round-based baselines end after the round that reaches 6 pages; with the gold pages
+    recognised (and no stop signal) they read on to their last round."""
+    engines = _engines({"candidates": 10, "give_up_after_pages": 6, "rounds": 4})
+    runs = run_evaluation(
+        dataset,
+        {name: engines[name] for name in ROUND_BASED},
+        lambda: SimulatedReasoner(fn=fn, fp=0.0),
+        tmp_path,
+        stop=StopRule("noisy", p_early=0.0, p_miss=1.0),
+        progress=False,
+    )
+    for name in ROUND_BASED:
+        for run in runs[name]:
+            gave_up = run.stop_reason == "no_evidence"
+            assert (run.rounds, gave_up) == ((2, True) if fn else (4, False)), (name, run.qid)
+
+
+def test_a_fixed_budget_run_never_gives_up() -> None:
+    configs = EngineConfigs(3, 4, {"give_up_after_pages": 6}, fixed_budget=True)
+    assert configs.for_engine("docmemo").loop.give_up_after_pages is None
+    assert configs.for_engine("no_belief").loop.give_up_after_pages is None
+    assert (
+        EngineConfigs(3, 4, {"give_up_after_pages": 6}).for_engine().loop.give_up_after_pages == 6
+    )

@@ -32,7 +32,7 @@ from llama_index_docmemo.evaluation.metrics import QuestionRun
 from llama_index_docmemo.evaluation.orders import next_in_ranking, next_neighbours
 from llama_index_docmemo.events import counting_llm_calls
 from llama_index_docmemo.levers.rounds import RoundLevers
-from llama_index_docmemo.loop.trust import trusts_answer
+from llama_index_docmemo.loop.trust import gives_up, trusts_answer
 from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
 from llama_index_docmemo.step_runtime import run as run_steps
 from llama_index_docmemo.store.base import PageStore
@@ -204,8 +204,9 @@ class RankingEngine(EvalEngine):
 
     ``static@K`` is one round of K pages; ``static-paged`` and ``neighbours`` read DocMemo's
     round sizes (``round_pages``) and stop by DocMemo's rule: when the reader's status is
-    "answered" (trusted as :func:`~llama_index_docmemo.loop.trust.trusts_answer` says) or
-    "unanswerable" once ``min_rounds_before_unanswerable`` rounds have been read.
+    "answered" (trusted as :func:`~llama_index_docmemo.loop.trust.trusts_answer` says),
+    "unanswerable" once ``min_rounds_before_unanswerable`` rounds have been read, or with nothing
+    found after ``give_up_after_pages`` pages (:func:`~llama_index_docmemo.loop.trust.gives_up`).
     """
 
     def __init__(
@@ -284,6 +285,13 @@ class RankingEngine(EvalEngine):
                 feedback.status == "unanswerable" and round_ >= loop.min_rounds_before_unanswerable
             ):
                 state.stop_reason = "unanswerable"
+                break
+            elif gives_up(
+                pages_read=len(state.read),
+                useful_so_far=len(state.useful),
+                after_pages=loop.give_up_after_pages,
+            ):
+                state.stop_reason = "no_evidence"
                 break
         run = QuestionRun(
             engine=self.name,

@@ -222,7 +222,9 @@ def run_eval(args: argparse.Namespace) -> int:
 
     names = [n.strip() for n in args.engines.split(",") if n.strip()]
     check_engine_names(names)
-    configs = EngineConfigs(args.k, args.rounds, dict(args.overrides))
+    configs = EngineConfigs(
+        args.k, args.rounds, dict(args.overrides), fixed_budget=args.stop == "never"
+    )
     configs.for_engine("docmemo")  # bad override values fail here, before any work
     full = load_dataset(args.data, limit=args.limit)
     dataset = select_split(full, args.split)

@@ -61,11 +61,14 @@ class EngineConfigs:
         pages_per_round: pages read per round (k).
         rounds: rounds per question (T).
         overrides: ``DocMemoConfig`` fields for every DocMemo engine (``--set KEY=VALUE``).
+        fixed_budget: the run reads every engine's full budget (``--stop never``), so the
+            engine's own early stop (``give_up_after_pages``) is off, as the reader's is.
     """
 
     pages_per_round: int = 5
     rounds: int = 3
     overrides: Mapping[str, Any] = field(default_factory=dict)
+    fixed_budget: bool = False
 
     def __post_init__(self) -> None:
         check_overrides(self.overrides)
@@ -88,4 +91,6 @@ class EngineConfigs:
             **self.overrides,
             **ABLATIONS.get(name, {}),
         }
+        if self.fixed_budget:
+            settings["give_up_after_pages"] = None
         return DocMemoConfig(**settings)

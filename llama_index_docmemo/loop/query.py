@@ -50,7 +50,7 @@ from llama_index_docmemo.loop.result import (
     round_trace,
 )
 from llama_index_docmemo.loop.snapshot import QuerySnapshot, RoundSelection
-from llama_index_docmemo.loop.trust import trusts_answer
+from llama_index_docmemo.loop.trust import gives_up, trusts_answer
 from llama_index_docmemo.memory.belief import PageBeliefMemory, normalise_scores
 from llama_index_docmemo.memory.episodic import EpisodicMemory
 from llama_index_docmemo.memory.schema import DocumentSchema, SchemaMemory
@@ -493,6 +493,10 @@ class DocMemoLoop:
             return "budget" if self.parts.reader is not None else "max_rounds"
         if budget.max_pages is not None and len(self.read) >= budget.max_pages:
             return "budget"
+        if gives_up(
+            pages_read=len(self.read), useful_so_far=useful, after_pages=loop.give_up_after_pages
+        ):
+            return "no_evidence"
         if selection.round >= loop.rounds:
             return "max_rounds"
         return None
