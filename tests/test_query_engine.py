@@ -143,10 +143,10 @@ def test_unanswerable_is_not_accepted_after_one_round(store) -> None:
 
 
 def test_deadline_stops_between_steps(store, monkeypatch) -> None:
-    import llama_index_docmemo.loop.query as loop_module
+    import llama_index_docmemo.loop.query_clock as clock_module
 
     now = [0.0]
-    monkeypatch.setattr(loop_module, "_clock", lambda: now[0])
+    monkeypatch.setattr(clock_module, "_clock", lambda: now[0])
 
     class Slow(Unsure):
         def reason(self, inp: ReasoningInput) -> Feedback:
@@ -165,12 +165,12 @@ def test_llm_requests_share_the_query_deadline(store, monkeypatch) -> None:
     by it ends the query as "deadline" with what was found, any other LLM failure propagates."""
     import time
 
-    import llama_index_docmemo.loop.query as loop_module
+    import llama_index_docmemo.loop.query_clock as clock_module
     from llama_index_docmemo.errors import LLMError
     from llama_index_docmemo.llms.deadline import deadline_at
 
     now = [0.0]
-    monkeypatch.setattr(loop_module, "_clock", lambda: now[0])
+    monkeypatch.setattr(clock_module, "_clock", lambda: now[0])
     caps: list[float] = []
 
     class CutShort(Unsure):

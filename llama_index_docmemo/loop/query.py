@@ -15,7 +15,7 @@ among the candidates, and records only for pages retrieved or selected.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import llama_index.core.instrumentation as instrument
 import numpy as np
@@ -31,11 +31,11 @@ from llama_index_docmemo.events import (
     counting_llm_calls,
 )
 from llama_index_docmemo.expansion import expansion_terms
-from llama_index_docmemo.llms.deadline import deadline_scope
 from llama_index_docmemo.llms.failures import describe, is_llm_failure
 from llama_index_docmemo.llms.servers import endpoint
 from llama_index_docmemo.loop.instrumentation import retrieval_events
 from llama_index_docmemo.loop.parts import LoopParts, clean_question
+from llama_index_docmemo.loop.query_clock import QueryClock
 from llama_index_docmemo.loop.reading import (
     reading_input,
     rerank_can_change,
@@ -50,14 +50,14 @@ from llama_index_docmemo.loop.result import (
     round_trace,
 )
 from llama_index_docmemo.loop.snapshot import QuerySnapshot, RoundSelection
-from llama_index_docmemo.loop.trust import gives_up, trusts_answer
+from llama_index_docmemo.loop.trust import RoundOutcome, stop_reason
 from llama_index_docmemo.memory.belief import PageBeliefMemory, normalise_scores
 from llama_index_docmemo.memory.episodic import EpisodicMemory
 from llama_index_docmemo.memory.schema import DocumentSchema, SchemaMemory
 from llama_index_docmemo.reasoning.base import summarize_evidence
 from llama_index_docmemo.reasoning.replies import sanitize_feedback
 from llama_index_docmemo.selection import candidate_pool, select_pages
-from llama_index_docmemo.step_runtime import Steps, arun, either, offload, run, within
+from llama_index_docmemo.step_runtime import Steps, arun, either, offload, run
 from llama_index_docmemo.trace import (
     PageScore,
     RoundTrace,
@@ -69,9 +69,6 @@ if TYPE_CHECKING:
     from llama_index.core.postprocessor.types import BaseNodePostprocessor
 
 dispatcher = instrument.get_dispatcher(__name__)
-
-T = TypeVar("T")
-_clock = time.perf_counter  # the deadline's clock (tests substitute a fake one)
 
 
 class DocMemoLoop:
@@ -105,12 +102,11 @@ class DocMemoLoop:
         self.feedback: Feedback | None = None
         self.stop: StopReason | None = None
         self.error: str | None = None  # the reader's LLM failure that ended the query
-        self.timed_out = False  # a deadline cut work in flight
         self.last_scores: dict[PageRef, float] = {}
         self.round_cost = LLMCallTally()  # this round's LLM requests (reranking and reading)
         self.lever_searches: dict[str, list[PageHit]] = {}  # question-only searches (levers)
         self.started = time.perf_counter()
-        self._deadline_start = _clock()
+        self.clock = QueryClock(parts.config.budget.max_seconds, parts.calls)
 
     # -- run ----------------------------------------------------------------------------------
     def run(self) -> DocMemoResult:
@@ -129,7 +125,7 @@ class DocMemoLoop:
         not reset the trace stack under it)."""
         with self.callbacks().as_trace("docmemo"):
             while self.stop is None:
-                if self.out_of_time():
+                if self.clock.passed():
                     self.stop = "deadline"
                     break
                 selection = yield from self.select()
@@ -217,9 +213,9 @@ class DocMemoLoop:
             if self.parts.reranker is not None and rerank_can_change(chosen, k):
                 try:
                     stage = self._reranked(self.parts.reranker, query, chosen, k)
-                    chosen = yield from self.in_time(stage)
+                    chosen = yield from self.clock.bound(stage)
                 except DeadlineExceeded:  # the round keeps its own order; reading stops it
-                    self.timed_out = True
+                    self.clock.cut = True
             yield from self.fetch_records(chosen[:k])
             selection = self._selection(query, lam, hits, scores, chosen[:k], started)
             ended(selected_nodes(self.snapshot(), selection))
@@ -343,7 +339,7 @@ class DocMemoLoop:
         """One reading of the selected pages (with crops of their tables and figures); None
         when there is no reader or the budget or the deadline is spent."""
         reader = self.parts.reader
-        if reader is None or not self._budget_left() or self.out_of_time():
+        if reader is None or not self._budget_left() or self.clock.passed():
             return None
         crops: list[NodeWithScore] = []
         cropper = self.parts.crops
@@ -360,28 +356,17 @@ class DocMemoLoop:
         reading = reading_input(self.snapshot(), selection, crops)
         try:
             with counting_llm_calls(self.round_cost):
-                return (yield from self.in_time(reader.read(reading)))
+                return (yield from self.clock.bound(reader.read(reading)))
         except DeadlineExceeded:
-            self.timed_out = True
+            self.clock.cut = True
         except Exception as error:  # noqa: BLE001 - an LLM class's own errors, sorted below
             if not is_llm_failure(error):
                 raise  # a fault of the code, never taken for the LLM's
-            if self.out_of_time():
-                self.timed_out = True  # the request's own deadline, set to the query's
+            if self.clock.passed():
+                self.clock.cut = True  # the request's own deadline, set to the query's
             else:
                 self._llm_failed(error)
         return None
-
-    def in_time(self, steps: Steps[T]) -> Steps[T]:
-        """``steps`` cut at the query's ``max_seconds``, whatever the LLM class: cancelled
-        (async) or abandoned on the engine's bounded pool (sync), raising
-        :class:`DeadlineExceeded`; requests of ``OpenAICompatible`` also carry the deadline."""
-        limit = self.config.budget.max_seconds
-        if limit is None:
-            return (yield from steps)
-        left = max(limit - (_clock() - self._deadline_start), 0.0)
-        with deadline_scope(left):
-            return (yield within(time.monotonic() + left, steps, self.parts.calls))
 
     def _llm_failed(self, error: Exception) -> None:
         """The reader's LLM failed: with pages read, the query ends keeping what was found
@@ -399,10 +384,6 @@ class DocMemoLoop:
     def _budget_left(self) -> bool:
         cap = self.config.budget.max_llm_calls
         return cap is None or self.llm_calls < cap - self.parts.reserved_llm_calls
-
-    def out_of_time(self) -> bool:
-        limit = self.config.budget.max_seconds
-        return self.timed_out or (limit is not None and _clock() - self._deadline_start >= limit)
 
     # -- update and stop ----------------------------------------------------------------------
     def update(self, selection: RoundSelection, feedback: Feedback | None) -> Steps[None]:
@@ -446,7 +427,7 @@ class DocMemoLoop:
                 useful=[str(r) for r in (feedback.useful_pages if feedback else [])],
             )
         )
-        self.stop = self.stop_reason(selection, feedback)
+        self.stop = stop_reason(self.outcome(selection, feedback), loop, self.config.budget)
 
     def _explored(self, round_: int) -> bool:
         """Enough of the scope was read to believe a reader that says "not in the documents"."""
@@ -470,36 +451,20 @@ class DocMemoLoop:
             and len(self.read | {r.ref for r in selection.pages}) >= self.pages_known
         )
 
-    def stop_reason(
-        self, selection: RoundSelection, feedback: Feedback | None
-    ) -> StopReason | None:
-        """The one stop policy: why the loop ends after this round, or None to go on."""
-        loop, budget = self.config.loop, self.config.budget
-        if self.error is not None:
-            return "llm_error"
-        if not selection.pages:
-            return "no_candidates"
-        if loop.static:
-            return "static"
-        status = feedback.status if feedback else "need_more"
-        useful = len(self.episodic.useful_pages)
-        if trusts_answer(status, useful_so_far=useful, needs_evidence=loop.answer_needs_evidence):
-            return "answered"
-        if status == "unanswerable" and self._explored(selection.round):
-            return "unanswerable"
-        if self.out_of_time():
-            return "deadline"
-        if feedback is None or not self._budget_left():
-            return "budget" if self.parts.reader is not None else "max_rounds"
-        if budget.max_pages is not None and len(self.read) >= budget.max_pages:
-            return "budget"
-        if gives_up(
-            pages_read=len(self.read), useful_so_far=useful, after_pages=loop.give_up_after_pages
-        ):
-            return "no_evidence"
-        if selection.round >= loop.rounds:
-            return "max_rounds"
-        return None
+    def outcome(self, selection: RoundSelection, feedback: Feedback | None) -> RoundOutcome:
+        """What the stop policy sees of this round (``loop/trust.py``)."""
+        return RoundOutcome(
+            round=selection.round,
+            shown=len(selection.pages),
+            status=feedback.status if feedback is not None else None,
+            useful_so_far=len(self.episodic.useful_pages),
+            pages_read=len(self.read),
+            explored=self._explored(selection.round),
+            out_of_time=self.clock.passed(),
+            calls_left=self._budget_left(),
+            llm_failed=self.error is not None,
+            has_reader=self.parts.reader is not None,
+        )
 
     # -- result -------------------------------------------------------------------------------
     def verdict(self) -> tuple[str, str]:
