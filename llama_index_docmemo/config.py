@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from llama_index_docmemo.evidence.abstention import AbstainRule
+from llama_index_docmemo.llms.byte_budget import DEFAULT_MAX_IMAGE_BYTES
 
 
 class _Settings(BaseModel):
@@ -174,6 +175,10 @@ class BudgetSettings(_Settings):
         max_image_tokens: most tokens one page or crop image may cost the reader and reranker,
             by the model family's formula (``llms/image_budget.py``); None sends each image at
             the resolution the model uses, and never more.
+        max_image_bytes: most base64 bytes the images of one reader or reranker request may
+            take (``llms/byte_budget.py``: lower JPEG quality, then fewer pixels, the largest
+            image first; past the floor the lowest-priority images go as text). The default
+            keeps a request within 1 MB, the body many proxies refuse beyond; None: no budget.
     """
 
     max_llm_calls: int | None = Field(None, ge=1)
@@ -182,6 +187,7 @@ class BudgetSettings(_Settings):
     max_question_chars: int = Field(4000, ge=1)
     question_overflow: Literal["error", "truncate"] = "error"
     max_image_tokens: int | None = Field(None, ge=64)
+    max_image_bytes: int | None = Field(DEFAULT_MAX_IMAGE_BYTES, ge=1024)
 
 
 class AnswerSettings(_Settings):

@@ -251,6 +251,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
                     images=images,
                     server_memory=server_memory,
                     max_image_tokens=config.budget.max_image_tokens,
+                    max_image_bytes=config.budget.max_image_bytes,
                 )
                 logger.info("DocMemo reader: %s", reasoner.image_choice.reason)
             else:
@@ -271,6 +272,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
                 images=images,
                 server_memory=server_memory,
                 max_image_tokens=config.budget.max_image_tokens,
+                max_image_bytes=config.budget.max_image_bytes,
             )
         callbacks = callback_manager or Settings.callback_manager
         retriever = DocMemoRetriever(

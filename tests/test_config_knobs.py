@@ -218,9 +218,10 @@ def observe(settings: dict[str, Any], scenario: str) -> dict[str, Any]:
         "trace": _without_timings(result.trace.model_dump(mode="json")),
         "shown": _shown(reader.inputs),
         "searches": list(store.calls),
-        # the doubles' pages carry no images: the sizing the reranker would encode them with
+        # the doubles' pages carry no images: the sizing and the byte budget the reranker
+        # would encode them with
         "image_sizing": (
-            repr(sizing_for(reranker.llm, reranker.max_image_tokens))
+            (repr(sizing_for(reranker.llm, reranker.max_image_tokens)), reranker.max_image_bytes)
             if isinstance(reranker, LLMReranker)
             else None
         ),
@@ -272,6 +273,7 @@ ROWS: list[tuple[str, Any, dict[str, Any], str]] = [
     ("abstain_min_belief", 0.99, {"abstain": "low_belief"}, "cited"),
     ("ocr_boxes", True, {}, "ocr"),
     ("max_image_tokens", 256, {"llm_rerank": True}, "llm"),
+    ("max_image_bytes", None, {"llm_rerank": True}, "llm"),
 ]
 
 _BASES: dict[tuple[str, str], dict[str, Any]] = {}

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import random
+
 from llama_index.core.base.llms.types import ChatMessage, ImageBlock, TextBlock
 from llama_index.llms.openai import OpenAI
 from PIL import Image
 
 from llama_index_docmemo.llms import QwenVL
-from llama_index_docmemo.llms.image_budget import image_tokens
+from llama_index_docmemo.llms.image_budget import MIN_LONG_SIDE, image_tokens
 from llama_index_docmemo.llms.images import (
     PAGE_SIZE,
     ImageSizing,
     block_size,
     crop_sizing,
     encode_image,
+    load_blocks,
     request_image_tokens,
     sizing_for,
 )
@@ -73,3 +76,61 @@ def test_image_tokens_of_a_request_follow_the_model_family() -> None:
     assert block_size(page) == (768, 993) and block_size(remote) is None
     assert request_image_tokens(messages, "gpt-4o") == 2 * 765
     assert request_image_tokens(messages, "Qwen/Qwen2.5-VL-7B-Instruct") == 2 * 27 * 35
+
+
+def noise(width: int, height: int, seed: int) -> Image.Image:
+    """An image JPEG cannot squeeze (random pixels): its bytes grow with its pixels."""
+    return Image.frombytes(
+        "RGB", (width, height), random.Random(seed).randbytes(width * height * 3)
+    )
+
+
+def sent(blocks: dict[str, ImageBlock]) -> dict[str, int]:
+    return {key: len(block.image or b"") for key, block in blocks.items()}
+
+
+def test_without_a_byte_budget_every_image_goes_as_encode_image_sends_it() -> None:
+    sizing = ImageSizing("openai")
+    images = {"a": noise(1159, 1500, 1), "b": noise(600, 400, 2)}
+    blocks = load_blocks({k: (sizing, lambda i=i: i) for k, i in images.items()})
+    assert sent(blocks) == {k: len(encode_image(i, sizing).image or b"") for k, i in images.items()}
+
+
+def test_a_byte_budget_shrinks_the_largest_image_and_keeps_the_sum_within_it() -> None:
+    page, crop = ImageSizing("openai"), crop_sizing(ImageSizing("openai"))
+    images = {
+        "page": (page, lambda: noise(1159, 1500, 1)),
+        "small": (page, lambda: noise(500, 400, 2)),
+        "crop": (crop, lambda: noise(1454, 703, 3)),
+    }
+    full = sent(load_blocks(images))
+    budget = sum(full.values()) - full["page"] // 4
+    blocks = load_blocks(images, budget)
+    assert sum(sent(blocks).values()) <= budget
+    assert sent(blocks)["page"] < full["page"] and sent(blocks)["small"] == full["small"]
+    assert decoded(blocks["small"]).size == (500, 400)
+    # what is sent is what the request's token estimate reads
+    sizes = [decoded(b).size for b in blocks.values()]
+    message = ChatMessage(role="user", blocks=list(blocks.values()))
+    assert request_image_tokens([message], "gpt-4o") == sum(
+        image_tokens("openai", *s) for s in sizes
+    )
+
+
+def test_past_the_floor_the_last_images_are_left_out_and_the_long_side_stays_above_it() -> None:
+    sizing = ImageSizing("openai")
+    images = {k: (sizing, lambda k=k: noise(1159, 1500, k)) for k in range(3)}
+    floor = load_blocks({0: images[0]}, 1)  # one image at the floor: nothing fits 1 byte
+    assert floor == {}
+    one = load_blocks(images, 400_000)
+    assert 0 in one and 2 not in one and sum(sent(one).values()) <= 400_000
+    assert all(max(decoded(b).size) >= MIN_LONG_SIDE for b in one.values())
+
+
+def test_an_image_that_cannot_be_loaded_is_left_out_and_the_rest_go() -> None:
+    def broken() -> Image.Image:
+        raise OSError("cannot render")
+
+    sizing = ImageSizing("openai")
+    blocks = load_blocks({"bad": (sizing, broken), "good": (sizing, lambda: noise(300, 200, 1))})
+    assert list(blocks) == ["good"]

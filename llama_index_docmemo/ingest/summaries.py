@@ -18,6 +18,7 @@ from llama_index.core.prompts import BasePromptTemplate
 
 from llama_index_docmemo.events import counting_llm_calls
 from llama_index_docmemo.ingest.pdf import render_page
+from llama_index_docmemo.llms.byte_budget import DEFAULT_MAX_IMAGE_BYTES
 from llama_index_docmemo.llms.images import MAX_IMAGE_SIDE, load_blocks, max_images, sizing_for
 from llama_index_docmemo.llms.servers import ServerMemory, memory_for
 from llama_index_docmemo.llms.vision import ImagesSetting, decide_images
@@ -61,6 +62,8 @@ class VLMPageSummarizer(SystemReplyPrompts):
         batch_size: pages per request (capped by the LLM's images per prompt when sending images).
         page_chars: extracted text shown per page.
         concurrency: requests in flight in :meth:`asummarize`.
+        max_image_bytes: most base64 bytes a request's images may take
+            (``llms/byte_budget.py``; None: no byte budget).
         server_memory: what the LLM's server taught; default the LLM's own
             (:class:`~llama_index_docmemo.OpenAICompatible`), else one of this summariser's own
             (see :func:`~llama_index_docmemo.llms.servers.memory_for`).
@@ -78,9 +81,11 @@ class VLMPageSummarizer(SystemReplyPrompts):
         concurrency: int = 4,
         limits: ReplyLimits | None = None,
         server_memory: ServerMemory | None = None,
+        max_image_bytes: int | None = DEFAULT_MAX_IMAGE_BYTES,
     ) -> None:
         self.llm = llm
         self.images = images
+        self.max_image_bytes = max_image_bytes
         self.server_memory = memory_for(llm, server_memory)
         send = decide_images(llm, images, self.server_memory).send
         self.batch_size = max(1, min(batch_size, max_images(llm) if send else batch_size))
@@ -98,12 +103,13 @@ class VLMPageSummarizer(SystemReplyPrompts):
     def _build(
         self, schema: DocumentSchema, batch: list[PageInput], send_images: bool
     ) -> Steps[list[ChatMessage]]:
+        sizing = sizing_for(self.llm)
         loaders = {
-            ImageSlot("page", i): page.load_image
+            ImageSlot("page", i): (sizing, page.load_image)
             for i, page in enumerate(batch)
             if send_images and page.load_image is not None
         }
-        images = (yield offload(load_blocks, sizing_for(self.llm), loaders)) if loaders else {}
+        images = (yield offload(load_blocks, loaders, self.max_image_bytes)) if loaders else {}
         parts = summary_prompt(
             schema.title,
             schema.doc_type,

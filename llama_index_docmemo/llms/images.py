@@ -8,6 +8,8 @@ local server decodes it); PNG only for a server that asks (``OpenAICompatible(im
 "PNG")``). WebP was measured and dropped: on dev-set pages at OpenAI's size it is a fifth
 smaller than JPEG but Tesseract finds a third fewer of the page's words in it
 (``benchmarks/image_legibility.py``), while JPEG keeps PNG's word recall at a third its bytes.
+:func:`load_blocks` encodes the images of one request within a byte budget
+(``llms/byte_budget.py``): lower quality, then fewer pixels, the largest image first.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 from llama_index.core.base.llms.types import ChatMessage, ImageBlock
 
+from llama_index_docmemo.llms.byte_budget import LADDER, Rung, rung_scale, spend
 from llama_index_docmemo.llms.image_budget import fit_size, image_tokens, model_family
 from llama_index_docmemo.llms.vision import model_name
 
@@ -37,10 +40,6 @@ ImageFormat = Literal["JPEG", "PNG"]
 MAX_IMAGE_SIDE = 1500
 """Long side of the page images rendered for readers (the largest any family uses, see
 ``image_budget``) and the default cap of :class:`~llama_index_docmemo.OpenAICompatible`."""
-
-JPEG_QUALITY = 70
-"""Measured at OpenAI's 768-px short side on dev-set pages: Tesseract's word recall 0.208 (PNG
-0.219, quality 80 0.201) at 105 KB a page (PNG 332 KB, quality 80 125 KB)."""
 
 
 @dataclass(frozen=True)
@@ -109,32 +108,36 @@ def sizing_for(llm: LLM, max_tokens: int | None = None) -> ImageSizing:
 def encode_image(image: Image, sizing: ImageSizing) -> ImageBlock:
     """``image`` resized to ``sizing`` (never more pixels than the model uses) and encoded in
     its format; transparency is flattened onto white (scans have none worth keeping)."""
+    return _encode(_flattened(image), sizing, LADDER[0])
+
+
+def _flattened(image: Image) -> Image:
+    """``image`` as RGB or grayscale, transparency flattened onto white."""
     from PIL import Image as PILImage
 
     if image.mode in ("RGBA", "LA", "P"):
         rgba = image.convert("RGBA")
-        image = PILImage.new("RGB", rgba.size, "white")
-        image.paste(rgba, mask=rgba.getchannel("A"))
-    elif image.mode not in ("RGB", "L"):
-        image = image.convert("RGB")
+        flat = PILImage.new("RGB", rgba.size, "white")
+        flat.paste(rgba, mask=rgba.getchannel("A"))
+        return flat
+    return image if image.mode in ("RGB", "L") else image.convert("RGB")
+
+
+def _encode(image: Image, sizing: ImageSizing, rung: Rung) -> ImageBlock:
+    """``image`` (RGB or L) at ``sizing``'s size times ``rung``'s scale, in ``sizing``'s format
+    (JPEG at ``rung``'s quality)."""
+    from PIL import Image as PILImage
+
     size = sizing.size(*image.size)
+    scale = rung_scale(rung, max(size))
+    if scale < 1:
+        size = sizing.size(max(1, round(size[0] * scale)), max(1, round(size[1] * scale)))
     if size != image.size:
         image = image.resize(size, PILImage.Resampling.LANCZOS)
     buffer = io.BytesIO()
     fmt = sizing.image_format
-    image.save(buffer, format=fmt, **({"quality": JPEG_QUALITY} if fmt == "JPEG" else {}))
+    image.save(buffer, format=fmt, **({"quality": rung.quality} if fmt == "JPEG" else {}))
     return ImageBlock(image=buffer.getvalue(), image_mimetype=f"image/{fmt.lower()}")
-
-
-def image_block(sizing: ImageSizing, image: Image | Path) -> ImageBlock:
-    """``image`` (a PIL image, or an image file) as an image block sized for ``sizing``."""
-    if isinstance(image, Path):
-        from PIL import Image as PILImage
-
-        with PILImage.open(image) as opened:
-            opened.load()
-            return encode_image(opened, sizing)
-    return encode_image(image, sizing)
 
 
 def block_size(block: ImageBlock) -> tuple[int, int] | None:
@@ -166,14 +169,50 @@ def max_images(llm: LLM, default: int = 8) -> int:
 
 
 def load_blocks(
-    sizing: ImageSizing, loaders: Mapping[K, Callable[[], Image | Path]]
+    images: Mapping[K, tuple[ImageSizing, Callable[[], Image | Path]]],
+    max_bytes: int | None = None,
 ) -> dict[K, ImageBlock]:
-    """Each image loaded (rendered) and encoded for ``sizing``; one that fails is left out with
-    a warning (its page is still shown as text). Blocking: the async driver runs it off the loop."""
-    blocks: dict[K, ImageBlock] = {}
-    for key, load in loaders.items():
+    """The images of one request, each loaded (rendered) and encoded for its sizing; one that
+    fails is left out with a warning (its page is still shown as text). ``images`` is in
+    priority order; with ``max_bytes`` their base64 fits it (:func:`~llama_index_docmemo.llms.
+    byte_budget.spend`: lower quality, then fewer pixels, the largest first; past the floor the
+    last images are left out). Blocking: the async driver runs it off the loop."""
+    loaded: dict[K, tuple[ImageSizing, Image]] = {}
+    for key, (sizing, load) in images.items():
         try:
-            blocks[key] = image_block(sizing, load())
+            loaded[key] = (sizing, _flattened(_opened(load())))
         except Exception as exc:  # a page MuPDF cannot render still has its text
             logger.warning("image of %s could not be loaded (%s); sending its text only", key, exc)
-    return blocks
+    keys = list(loaded)
+    encoded: dict[tuple[int, int], ImageBlock] = {}
+
+    def block(index: int, rung: int) -> ImageBlock:
+        if (index, rung) not in encoded:
+            sizing, image = loaded[keys[index]]
+            encoded[index, rung] = _encode(image, sizing, LADDER[rung])
+        return encoded[index, rung]
+
+    if max_bytes is None:
+        levels: list[int | None] = [0] * len(keys)
+    else:
+        # an ImageBlock holds its image in base64: its length is what the body carries
+        levels = spend(lambda i, r: len(block(i, r).image or b""), len(keys), max_bytes)
+    left_out = [keys[i] for i, level in enumerate(levels) if level is None]
+    if left_out:
+        logger.warning(
+            "images of %s left out: the request's images exceed %s bytes at the lowest quality",
+            left_out,
+            max_bytes,
+        )
+    return {keys[i]: block(i, level) for i, level in enumerate(levels) if level is not None}
+
+
+def _opened(image: Image | Path) -> Image:
+    """``image`` itself, or the image file read into memory."""
+    if isinstance(image, Path):
+        from PIL import Image as PILImage
+
+        with PILImage.open(image) as opened:
+            opened.load()
+            return opened.copy()
+    return image

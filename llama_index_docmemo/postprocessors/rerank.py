@@ -22,7 +22,8 @@ from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMi
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from llama_index_docmemo.ingest.page_images import PageImage
-from llama_index_docmemo.llms.images import load_blocks, max_images, sizing_for
+from llama_index_docmemo.llms.byte_budget import DEFAULT_MAX_IMAGE_BYTES
+from llama_index_docmemo.llms.images import ImageSizing, load_blocks, max_images, sizing_for
 from llama_index_docmemo.llms.servers import ServerMemory, memory_for
 from llama_index_docmemo.llms.vision import ImagesSetting, decide_images
 from llama_index_docmemo.nodes import node_ref
@@ -69,6 +70,8 @@ class LLMReranker(BaseNodePostprocessor, PromptMixin):
             candidates, within the LLM's images per request.
         image_side: long side in pixels of those images as rendered.
         max_image_tokens: most tokens one of them may cost (``llms/images.py``).
+        max_image_bytes: most base64 bytes their request may carry (``llms/byte_budget.py``;
+            None: no byte budget).
         server_memory: what the LLM's server taught; default the LLM's own
             (:class:`~llama_index_docmemo.OpenAICompatible`), else one of this reranker's own
             (see :func:`~llama_index_docmemo.llms.servers.memory_for`). The engine gives its
@@ -82,6 +85,7 @@ class LLMReranker(BaseNodePostprocessor, PromptMixin):
     images: ImagesSetting = Field(default=False)
     image_side: int = Field(default=768, ge=28)
     max_image_tokens: int | None = Field(default=None, ge=64)
+    max_image_bytes: int | None = Field(default=DEFAULT_MAX_IMAGE_BYTES, ge=1024)
     system_prompt: SerializeAsAny[BasePromptTemplate] = Field(default=RERANK_SYSTEM_PROMPT)
     reply_prompt: SerializeAsAny[BasePromptTemplate] = Field(default=RERANK_REPLY_PROMPT)
     server_memory: ServerMemory = Field(default_factory=ServerMemory, exclude=True)
@@ -130,7 +134,7 @@ class LLMReranker(BaseNodePostprocessor, PromptMixin):
             pairs = zip(chosen, found, strict=True)
             loaders = {ImageSlot("page", i): load for i, load in pairs if load is not None}
         images = (
-            (yield offload(load_blocks, sizing_for(self.llm, self.max_image_tokens), loaders))
+            (yield offload(load_blocks, self._sized(loaders), self.max_image_bytes))
             if loaders
             else {}
         )
@@ -147,6 +151,10 @@ class LLMReranker(BaseNodePostprocessor, PromptMixin):
             reply=self.reply_prompt,  # type: ignore[arg-type]
         )
         return to_messages(self.system_prompt.format(), parts, images)
+
+    def _sized(self, loaders: dict[ImageSlot, Any]) -> dict[ImageSlot, tuple[ImageSizing, Any]]:
+        sizing = sizing_for(self.llm, self.max_image_tokens)
+        return {slot: (sizing, load) for slot, load in loaders.items()}
 
     def _order(
         self, nodes: list[NodeWithScore], picked: list[PageRef] | None

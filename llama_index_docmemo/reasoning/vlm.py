@@ -11,6 +11,7 @@ from llama_index.core.base.llms.types import ChatMessage, ImageBlock
 from llama_index.core.prompts import BasePromptTemplate
 
 from llama_index_docmemo.ingest.page_images import page_image_files
+from llama_index_docmemo.llms.byte_budget import DEFAULT_MAX_IMAGE_BYTES
 from llama_index_docmemo.llms.images import ImageSizing, crop_sizing, load_blocks, sizing_for
 from llama_index_docmemo.llms.images import max_images as llm_max_images
 from llama_index_docmemo.llms.servers import ServerMemory, memory_for
@@ -55,6 +56,9 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
         limits: bounds on what one reply may put into the memories.
         max_image_tokens: most tokens one image may cost (``llms/images.py``; None: the
             resolution the model uses).
+        max_image_bytes: most base64 bytes the images of one request may take
+            (``llms/byte_budget.py``: lower quality, then fewer pixels, the largest image
+            first); None: no byte budget.
         server_memory: what the LLM's server taught (a refusal of images, its window); default
             the LLM's own (:class:`~llama_index_docmemo.OpenAICompatible`), else one of this
             reader's own (see :func:`~llama_index_docmemo.llms.servers.memory_for`).
@@ -74,9 +78,11 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
         limits: ReplyLimits | None = None,
         server_memory: ServerMemory | None = None,
         max_image_tokens: int | None = None,
+        max_image_bytes: int | None = DEFAULT_MAX_IMAGE_BYTES,
     ) -> None:
         self.llm = llm
         self.sizing = sizing_for(llm, max_image_tokens)
+        self.max_image_bytes = max_image_bytes
         self.images = images
         self.server_memory = memory_for(llm, server_memory)
         self.image_choice = decide_images(llm, images, self.server_memory)
@@ -117,7 +123,9 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
             crop_loaders = {ImageSlot("crop", j): inp.crops[j].load_image for j in sorted(crops)}
         images: dict[ImageSlot, ImageBlock] = {}
         if loaders or crop_loaders:
-            images = yield offload(round_images, self.sizing, loaders, crop_loaders)
+            images = yield offload(
+                round_images, self.sizing, loaders, crop_loaders, self.max_image_bytes
+            )
         page_chars = page_text_budget(
             len(inp.pages), self.text_chars, self.max_page_chars, self.min_page_chars
         )
@@ -159,9 +167,15 @@ def round_images(
     sizing: ImageSizing,
     pages: dict[ImageSlot, Callable[[], Any]],
     crops: dict[ImageSlot, Callable[[], Any]],
+    max_bytes: int | None,
 ) -> dict[ImageSlot, ImageBlock]:
-    """A round's page images sized by ``sizing`` and its crops by :func:`crop_sizing` (blocking)."""
-    return {**load_blocks(sizing, pages), **load_blocks(crop_sizing(sizing), crops)}
+    """A round's page images sized by ``sizing`` and its crops by :func:`crop_sizing`, all within
+    ``max_bytes`` (the pages first in priority, in reading order, then the crops; blocking)."""
+    crop = crop_sizing(sizing)
+    return load_blocks(
+        {**{k: (sizing, f) for k, f in pages.items()}, **{k: (crop, f) for k, f in crops.items()}},
+        max_bytes,
+    )
 
 
 def page_loaders_for(views: list[PageView]) -> Steps[list[Callable[[], Any] | None]]:
