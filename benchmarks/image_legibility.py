@@ -1,7 +1,7 @@
 """What an encoding costs in legibility at the size a model family sees: Tesseract's word recall on
 page images encoded each way, against the PDF's own text layer.
 
-Pages 2-6 of the chosen PDFs (``--pdf``, or the first with a text layer of each dev set) are
+Pages 2-6 (``--pages``) of the chosen PDFs (``--pdf``, or the first with a text layer of each dev set) are
 rendered at 1500 px, sized for the family (``llms/image_budget.py``), encoded each way (format,
 JPEG quality, a scale of the family's size, colour or grayscale), OCR'd by Tesseract (inside
 MuPDF, as ``ingest/ocr.py`` does) at twice the pixels sent, and scored by the share of the text
@@ -82,7 +82,8 @@ def pages_of(args: argparse.Namespace) -> list[tuple[Path, int, str]]:
     out = []
     for pdf in pdfs:
         with pymupdf.open(pdf) as doc:
-            out += [(pdf, p, doc[p - 1].get_text()) for p in range(2, min(6, doc.page_count) + 1)]
+            last = min(1 + args.pages, doc.page_count)
+            out += [(pdf, p, doc[p - 1].get_text()) for p in range(2, last + 1)]
     return out
 
 
@@ -96,6 +97,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=Path(os.environ.get("DOCMEMO_DATA", "")))
     parser.add_argument("--docs", type=int, default=3, help="PDFs per dev set without --pdf")
     parser.add_argument("--pdf", action="append", help="a PDF under --data (repeatable)")
+    parser.add_argument("--pages", type=int, default=5, help="pages per PDF from page 2")
     parser.add_argument("--family", default="openai")
     parser.add_argument("--variant", action="append", help="FORMAT:QUALITY:SCALE:MODE")
     args = parser.parse_args()
@@ -113,6 +115,8 @@ def main() -> None:
             found = words(ocr_text(data))
             recall[variant].append(sum((gold & found).values()) / sum(gold.values()))
             size[variant].append(len(data))
+        row = " ".join(f"{recall[v][-1]:.2f}" for v in variants)
+        print(f"{pdf.name} p{page}: {row}", flush=True)
     n = len(recall[variants[0]])
     print(f"family {args.family}: {n} pages, word recall of Tesseract against the text layer")
     print("variant (format:quality:scale:mode)   recall mean [min]   KB mean [max]")

@@ -9,10 +9,12 @@ from llama_index.llms.openai import OpenAI
 from PIL import Image
 
 from llama_index_docmemo.llms import QwenVL
+from llama_index_docmemo.llms.byte_budget import LADDER
 from llama_index_docmemo.llms.image_budget import MIN_LONG_SIDE, image_tokens
 from llama_index_docmemo.llms.images import (
     PAGE_SIZE,
     ImageSizing,
+    _encode,
     block_size,
     crop_sizing,
     encode_image,
@@ -120,11 +122,11 @@ def test_a_byte_budget_shrinks_the_largest_image_and_keeps_the_sum_within_it() -
 def test_past_the_floor_the_last_images_are_left_out_and_the_long_side_stays_above_it() -> None:
     sizing = ImageSizing("openai")
     images = {k: (sizing, lambda k=k: noise(1159, 1500, k)) for k in range(3)}
-    floor = load_blocks({0: images[0]}, 1)  # one image at the floor: nothing fits 1 byte
-    assert floor == {}
-    one = load_blocks(images, 400_000)
-    assert 0 in one and 2 not in one and sum(sent(one).values()) <= 400_000
-    assert all(max(decoded(b).size) >= MIN_LONG_SIDE for b in one.values())
+    assert load_blocks({0: images[0]}, 1) == {}  # one image at the floor: nothing fits 1 byte
+    at_floor = len(_encode(noise(1159, 1500, 0), sizing, LADDER[-1]).image or b"")
+    one = load_blocks(images, at_floor * 3 // 2)  # room for one at the floor, not two
+    assert list(one) == [0] and sent(one)[0] == at_floor
+    assert max(decoded(one[0]).size) >= MIN_LONG_SIDE
 
 
 def test_an_image_that_cannot_be_loaded_is_left_out_and_the_rest_go() -> None:

@@ -124,16 +124,28 @@ def _flattened(image: Image) -> Image:
 
 
 def _encode(image: Image, sizing: ImageSizing, rung: Rung) -> ImageBlock:
-    """``image`` (RGB or L) at ``sizing``'s size times ``rung``'s scale, in ``sizing``'s format
-    (JPEG at ``rung``'s quality)."""
+    """``image`` (RGB or L) at :func:`_rung_size`, in ``sizing``'s format."""
+    return _saved(_resized(image, _rung_size(image.size, sizing, rung)), sizing, rung)
+
+
+def _rung_size(size: tuple[int, int], sizing: ImageSizing, rung: Rung) -> tuple[int, int]:
+    """The pixels an image of ``size`` goes at on ``rung``: ``sizing``'s size times the rung's
+    scale, sized again for the family (Qwen-VL's patches)."""
+    sized = sizing.size(*size)
+    scale = rung_scale(rung, max(sized))
+    if scale >= 1:
+        return sized
+    return sizing.size(max(1, round(sized[0] * scale)), max(1, round(sized[1] * scale)))
+
+
+def _resized(image: Image, size: tuple[int, int]) -> Image:
     from PIL import Image as PILImage
 
-    size = sizing.size(*image.size)
-    scale = rung_scale(rung, max(size))
-    if scale < 1:
-        size = sizing.size(max(1, round(size[0] * scale)), max(1, round(size[1] * scale)))
-    if size != image.size:
-        image = image.resize(size, PILImage.Resampling.LANCZOS)
+    return image if size == image.size else image.resize(size, PILImage.Resampling.LANCZOS)
+
+
+def _saved(image: Image, sizing: ImageSizing, rung: Rung) -> ImageBlock:
+    """``image`` encoded in ``sizing``'s format (JPEG at ``rung``'s quality)."""
     buffer = io.BytesIO()
     fmt = sizing.image_format
     image.save(buffer, format=fmt, **({"quality": rung.quality} if fmt == "JPEG" else {}))
@@ -185,11 +197,15 @@ def load_blocks(
             logger.warning("image of %s could not be loaded (%s); sending its text only", key, exc)
     keys = list(loaded)
     encoded: dict[tuple[int, int], ImageBlock] = {}
+    resized: dict[tuple[int, tuple[int, int]], Image] = {}  # rungs of one scale share a resize
 
     def block(index: int, rung: int) -> ImageBlock:
         if (index, rung) not in encoded:
             sizing, image = loaded[keys[index]]
-            encoded[index, rung] = _encode(image, sizing, LADDER[rung])
+            size = _rung_size(image.size, sizing, LADDER[rung])
+            if (index, size) not in resized:
+                resized[index, size] = _resized(image, size)
+            encoded[index, rung] = _saved(resized[index, size], sizing, LADDER[rung])
         return encoded[index, rung]
 
     if max_bytes is None:
