@@ -2,11 +2,11 @@
 largest image first, down to a floor; pure.
 
 A request carries its images in base64 inside the JSON body, so a round of five dense pages and
-three crops at gpt-4o's full resolution weighs 1.7 MB, while many deployments refuse bodies
-over 1 MB (nginx's default ``client_max_body_size``, in front of many vLLM and llama.cpp
-servers) and every byte is upload time. The providers' own ceilings are far above: OpenAI 50 MB
-of images a request (20 MB an image), Anthropic 32 MB a request (5 MB an image), Gemini 20 MB of
-inline data. :func:`spend` decides, for images in priority order, which rung of :data:`LADDER`
+three crops at gpt-4o's full resolution weighs 1.7 MB, while the path to a model often refuses
+bodies over 1 MB (nginx's default ``client_max_body_size``, a common proxy in front of self-hosted
+servers; LLM gateways and text-generation-inference have limits of their own) and every byte is
+upload time. The providers' own ceilings are far above: OpenAI 50 MB of images a request (20 MB
+an image), Anthropic 32 MB a request (5 MB an image), Gemini 20 MB of inline data. :func:`spend` decides, for images in priority order, which rung of :data:`LADDER`
 each is sent at so that their sum fits a budget: it steps down the largest image one rung at a
 time, and only when every image is at the floor leaves out the lowest-priority ones (their pages
 still go as text).
