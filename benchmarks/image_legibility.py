@@ -32,7 +32,7 @@ from llama_index_docmemo.ingest.pdf import render_page
 from llama_index_docmemo.llms.byte_budget import LADDER
 from llama_index_docmemo.llms.image_budget import fit_size
 
-GRID = ["PNG:0:1.0:RGB", "JPEG:70:1.0:L", "JPEG:40:1.0:RGB", "JPEG:30:1.0:RGB", "JPEG:70:0.8:RGB"]
+GRID = ["PNG:0:1.0:RGB", "JPEG:70:1.0:L", "JPEG:70:0.8:RGB", "JPEG:50:0.8:RGB", "JPEG:40:0.7:RGB"]
 OCR_UPSCALE = 2
 
 
