@@ -5,9 +5,9 @@ model family (``llms/image_budget.py``: OpenAI's tiles, Qwen-VL's patches, Claud
 limits), an optional per-image token budget and the server's own long-side cap, and
 :func:`encode_image` sends no more pixels than that model uses, as JPEG (every provider and
 local server decodes it); PNG only for a server that asks (``OpenAICompatible(image_format=
-"PNG")``). WebP was measured and dropped: on dev-set pages at OpenAI's size it is a fifth
-smaller than JPEG but Tesseract finds a third fewer of the page's words in it
-(``benchmarks/image_legibility.py``), while JPEG keeps PNG's word recall at a third its bytes.
+"PNG")``). WebP was dropped on a first measurement (a fifth smaller than JPEG, a third fewer
+words for Tesseract, which that run gave 0.75 of the pixels sent; not measured again), while JPEG
+keeps PNG's word recall at a third its bytes (``benchmarks/image_legibility.py``).
 :func:`load_blocks` encodes the images of one request within a byte budget
 (``llms/byte_budget.py``): lower quality, then fewer pixels, the largest image first.
 """
