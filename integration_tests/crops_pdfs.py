@@ -167,3 +167,65 @@ def make_photo_grid_pdf(path: Path) -> Path:
     doc.save(str(path))
     doc.close()
     return path
+
+
+SCAN_FIGURE_BOX = (150.0, 300.0, 450.0, 480.0)  # points on a 612 x 792 page
+SCAN_WORDS = "the scanned report text layer as recognised by optical character recognition"
+
+
+def make_scanned_pdf(path: Path) -> Path:
+    """A scanned page: one full-page image of prose lines around a line drawing, with an OCR text
+    layer (invisible words) over the lines, as scanners write it."""
+    scale = 2  # pixels per point
+    image = Image.new("RGB", (612 * scale, 792 * scale), "white")
+    pen = ImageDraw.Draw(image)
+    lines = [100 + 14 * i for i in range(12)] + [520 + 14 * i for i in range(12)]
+    space = pymupdf.get_text_length(" ", fontsize=10)
+    for baseline in lines:  # a word's ink where the text layer puts the word
+        left = 72.0
+        for word in SCAN_WORDS.split():
+            right = left + pymupdf.get_text_length(word, fontsize=10)
+            pen.rectangle(
+                (left * scale, (baseline - 7) * scale, right * scale, baseline * scale), "black"
+            )
+            left = right + space
+    x0, y0, x1, y1 = (int(v * scale) for v in SCAN_FIGURE_BOX)
+    pen.rectangle((x0, y0, x1, y1), outline="black", width=4)
+    for i in range(6):
+        pen.line((x0, y0 + 30 * i * scale, x1, y1 - 20 * i * scale), fill="black", width=3)
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG")
+    doc = pymupdf.open()
+    page = doc.new_page(width=612, height=792)
+    page.insert_image(page.rect, stream=buffer.getvalue())
+    for baseline in lines:
+        page.insert_text((72, baseline), SCAN_WORDS, fontsize=10, render_mode=3)
+    doc.save(str(path))
+    doc.close()
+    return path
+
+
+SLIDE_PANELS = [
+    (60.0 + 270 * c, 140.0 + 160 * r, 320.0 + 270 * c, 290.0 + 160 * r)
+    for r in range(2)
+    for c in range(2)
+]
+
+
+def make_panel_slide_pdf(path: Path) -> Path:
+    """An image-only slide of four screenshots set 10 pt apart (closer than the 14 pt that parts
+    regions), under a title band; white is the slide's colour."""
+    scale = 2
+    image = Image.new("RGB", (768 * scale, 576 * scale), "white")
+    pen = ImageDraw.Draw(image)
+    pen.rectangle((60 * scale, 40 * scale, 500 * scale, 80 * scale), fill="navy")
+    for x0, y0, x1, y1 in SLIDE_PANELS:
+        pen.rectangle((x0 * scale, y0 * scale, x1 * scale, y1 * scale), fill=(90, 140, 200))
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG")
+    doc = pymupdf.open()
+    page = doc.new_page(width=768, height=576)
+    page.insert_image(page.rect, stream=buffer.getvalue())
+    doc.save(str(path))
+    doc.close()
+    return path

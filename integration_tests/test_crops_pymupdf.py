@@ -10,11 +10,15 @@ from crops_pdfs import (
     CHART_BARS_BOX,
     GRID_PHOTOS,
     PHOTO_BOX,
+    SCAN_FIGURE_BOX,
     SLIDE_CHART_BOX,
+    SLIDE_PANELS,
     TABLE_BOX,
     make_figures_pdf,
+    make_panel_slide_pdf,
     make_photo_grid_pdf,
     make_report_pdf,
+    make_scanned_pdf,
     make_slide_pdf,
 )
 
@@ -99,13 +103,35 @@ def test_photos_in_a_ruled_grid_stay_four_figures(tmp_path: Path, options: Detec
 
 
 def test_an_image_only_slide_is_cut_into_its_regions(tmp_path: Path) -> None:
-    """No text layer, one full-page image: the chart panel is found by whitespace cuts, largest first."""
+    """No text layer, one full-page image: the chart panel is found by whitespace cuts."""
     pdf = make_slide_pdf(tmp_path / "slide.pdf")
     blocks = [b for b in detect_layout_pymupdf(pdf, 1) if b.kind in CROP_KINDS]
-    assert iou(blocks[0].bbox, SLIDE_CHART_BOX) > 0.95
+    assert max(iou(b.bbox, SLIDE_CHART_BOX) for b in blocks) > 0.95
     assert all(b.kind == "figure" for b in blocks)
     assert len(blocks) == 3  # the chart, the text column, the title band
     off = detect_layout_pymupdf(pdf, 1, DetectOptions(raster_regions=False))
+    assert [b for b in off if b.kind in CROP_KINDS] == []
+
+
+def test_screenshots_set_close_on_a_slide_are_crops_beside_their_panel(tmp_path: Path) -> None:
+    """Panels 10 pt apart are one region at the 14 pt gap; the fine cut adds each of them."""
+    pdf = make_panel_slide_pdf(tmp_path / "panels.pdf")
+    boxes = [b.bbox for b in detect_layout_pymupdf(pdf, 1) if b.kind in CROP_KINDS]
+    spanning = union_box(SLIDE_PANELS[0], SLIDE_PANELS[3])
+    assert max(iou(b, spanning) for b in boxes) > 0.95
+    for panel in SLIDE_PANELS:
+        assert max(iou(b, panel) for b in boxes) > 0.95
+    coarse = detect_layout_pymupdf(pdf, 1, DetectOptions(raster_fine_gap=None))
+    assert all(max(iou(b.bbox, panel) for b in coarse) < 0.5 for panel in SLIDE_PANELS)
+
+
+def test_a_scanned_page_with_an_ocr_layer_gives_its_drawing_not_its_prose(tmp_path: Path) -> None:
+    """One full-page image with invisible OCR words: the words are blanked, the drawing is cut out."""
+    pdf = make_scanned_pdf(tmp_path / "scan.pdf")
+    lines_only = DetectOptions(layout_model=False)
+    blocks = [b for b in detect_layout_pymupdf(pdf, 1, lines_only) if b.kind in CROP_KINDS]
+    assert len(blocks) == 1 and iou(blocks[0].bbox, SCAN_FIGURE_BOX) > 0.95
+    off = detect_layout_pymupdf(pdf, 1, replace(lines_only, raster_regions=False))
     assert [b for b in off if b.kind in CROP_KINDS] == []
 
 

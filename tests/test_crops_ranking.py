@@ -22,8 +22,10 @@ KINDS = ("table", "chart", "figure")
 def block(
     kind: str, caption: str = "", text: str = "", page: int = 1, y: float = 0.0
 ) -> LayoutBlock:
+    """A 250 x 150 pt block ``y`` rows down (rows 160 pt apart, so no two blocks are one crop)."""
+    top = 50 + 160 * y
     return LayoutBlock(
-        page=page, kind=kind, bbox=(50, 50 + y, 300, 200 + y), caption=caption, text=text
+        page=page, kind=kind, bbox=(50, top, 300, top + 150), caption=caption, text=text
     )
 
 
@@ -111,6 +113,29 @@ def test_caps_tables_total_and_per_page() -> None:
         kinds=("table",),
     )
     assert [c.block.kind for c, _ in only_tables] == ["table"]
+
+
+def test_ties_go_to_the_larger_block_and_a_repeated_box_takes_no_slot() -> None:
+    small = LayoutBlock(page=1, kind="figure", bbox=(50, 50, 150, 150))
+    large = LayoutBlock(page=1, kind="figure", bbox=(50, 300, 450, 600))
+    again = LayoutBlock(page=1, kind="figure", bbox=(55, 305, 450, 590))  # IoU 0.95 with large
+    other = LayoutBlock(page=1, kind="figure", bbox=(300, 50, 420, 200))
+    chosen = select_crops(
+        "",
+        cands(small, again, large, other),
+        max_crops=3,
+        max_table_crops=5,
+        max_per_page=3,
+        kinds=KINDS,
+    )
+    # again (smaller than large) is skipped and its slot goes to the next block by size
+    assert [c.block for c, _ in chosen] == [large, other, small]
+    # the same box on another page is another crop
+    two_pages = cands(large, node_index=0) + cands(again, node_index=1)
+    spread = select_crops(
+        "", two_pages, max_crops=3, max_table_crops=5, max_per_page=3, kinds=KINDS
+    )
+    assert len(spread) == 2
 
 
 def test_layout_cache_round_trip_and_merge(tmp_path: Path) -> None:

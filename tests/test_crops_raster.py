@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from llama_index_docmemo.ingest.layout.raster_regions import (
+    blank_boxes,
     ink_mask,
     raster_regions,
     without_rules,
@@ -76,3 +77,37 @@ def test_regions_are_scaled_to_points_and_small_ones_dropped() -> None:
     # 100 x 200 cells over a 400 x 200 point page: 2 points a cell across, 2 down
     boxes = raster_regions(slide_mask(), (400.0, 200.0), min_side=20.0, gap=10.0)
     assert sorted(boxes) == sorted([(20.0, 50.0, 240.0, 160.0), (280.0, 60.0, 380.0, 100.0)])
+
+
+def panel_mask() -> np.ndarray:
+    """100 x 200 cells: four panels 5 cells apart in a 2 x 2 grid, and a small title 20 cells up."""
+    mask = np.zeros((100, 200), dtype=bool)
+    mask[2:8, 10:60] = True  # title
+    for top in (28, 65):
+        for left in (20, 105):
+            mask[top : top + 32, left : left + 80] = True
+    return mask
+
+
+def test_a_large_block_is_cut_again_at_the_fine_gap_and_kept_beside_its_parts() -> None:
+    # 1 point a cell: the 5-point gaps between panels are under gap=8, over fine_gap=3
+    coarse = raster_regions(panel_mask(), (200.0, 100.0), min_side=4.0, gap=8.0)
+    assert sorted(coarse) == [(10.0, 2.0, 60.0, 8.0), (20.0, 28.0, 185.0, 97.0)]
+    fine = raster_regions(panel_mask(), (200.0, 100.0), min_side=4.0, gap=8.0, fine_gap=3.0)
+    panels = [
+        (float(left), float(top), left + 80.0, top + 32.0) for top in (28, 65) for left in (20, 105)
+    ]
+    assert sorted(fine) == sorted([*coarse, *panels])
+    # a block under recut_share of the page is left whole
+    assert sorted(
+        raster_regions(
+            panel_mask(), (200.0, 100.0), min_side=4.0, gap=8.0, fine_gap=3.0, recut_share=0.9
+        )
+    ) == sorted(coarse)
+
+
+def test_blank_boxes_clears_the_cells_under_boxes_in_points() -> None:
+    mask = np.ones((50, 100), dtype=bool)  # 2 points a cell on a 200 x 100 point page
+    blank_boxes(mask, [(10.0, 10.0, 30.0, 21.0)], (200.0, 100.0))
+    assert not mask[5:11, 5:15].any()
+    assert mask.sum() == 50 * 100 - 6 * 10

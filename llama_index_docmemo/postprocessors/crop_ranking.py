@@ -6,11 +6,13 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from llama_index_docmemo.ingest.layout.blocks import LayoutBlock
+from llama_index_docmemo.ingest.layout.blocks import LayoutBlock, area, iou
 from llama_index_docmemo.text import keys
 
 # Dense kinds first: a table or chart loses most when seen inside a full-page image.
 KIND_PRIORITY: dict[str, float] = {"table": 0.3, "chart": 0.25, "figure": 0.15, "equation": 0.05}
+# Two crops of one page this alike show the reader the same region: the second takes no slot.
+SAME_CROP_IOU = 0.7
 
 
 def terms(text: str) -> set[str]:
@@ -52,7 +54,9 @@ def select_crops(
     """Best blocks first with their scores, under the caps (tables, total, per page).
 
     Score = lexical relevance + a kind bonus (tables, then charts, then figures) - a small penalty for pages
-    lower in the retrieved list; ties keep reading order.
+    lower in the retrieved list; on ties the larger block first (with no words to go by, as on an
+    image-only slide, a page's main figure is its largest). A block whose box is nearly one already
+    kept on its page (IoU >= :data:`SAME_CROP_IOU`) takes no slot.
     """
     qterms = terms(query)
     scored = [
@@ -60,7 +64,7 @@ def select_crops(
         for c in candidates
         if c.block.kind in kinds
     ]
-    scored.sort(key=lambda cs: -cs[1])
+    scored.sort(key=lambda cs: (-cs[1], -area(cs[0].block.bbox)))
     chosen: list[tuple[Candidate, float]] = []
     per_page: Counter[int] = Counter()
     tables = 0
@@ -68,6 +72,12 @@ def select_crops(
         if len(chosen) >= max_crops:
             break
         if per_page[cand.node_index] >= max_per_page:
+            continue
+        if any(
+            kept.node_index == cand.node_index
+            and iou(kept.block.bbox, cand.block.bbox) >= SAME_CROP_IOU
+            for kept, _ in chosen
+        ):
             continue
         if cand.block.kind == "table":
             if tables >= max_table_crops:

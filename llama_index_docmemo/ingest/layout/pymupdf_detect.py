@@ -25,7 +25,7 @@ from llama_index_docmemo.ingest.layout.blocks import (
     iou,
     union_box,
 )
-from llama_index_docmemo.ingest.layout.raster_regions import ink_mask, raster_regions
+from llama_index_docmemo.ingest.layout.raster_regions import blank_boxes, ink_mask, raster_regions
 
 SOURCE = "pymupdf"
 _CAPTION_START = re.compile(
@@ -48,7 +48,10 @@ class DetectOptions:
         caption_in_box: a block's box takes in its caption, so the crop shows what the figure is.
         raster_regions: split a page that is one picture (no text layer, an image covering it) into
             regions by whitespace cuts (:mod:`.raster_regions`), rendered at ``raster_dpi``;
-            ``raster_gap`` is the narrowest blank band (points) between two regions.
+            ``raster_gap`` is the narrowest blank band (points) between two regions; a region
+            covering a quarter of the page or more is cut again along bands of ``raster_fine_gap``
+            points (None: not), its parts kept beside it. A scanned page with an OCR text layer
+            is cut too, its words blanked first.
         group_figures_over: a page with more figures/charts than this also gets one block spanning
             them all.
     """
@@ -63,6 +66,7 @@ class DetectOptions:
     group_figures_over: int = 3
     raster_dpi: int = 36
     raster_gap: float = 14.0
+    raster_fine_gap: float | None = 8.0
 
 
 def layout_model_available() -> bool:
@@ -295,9 +299,12 @@ def _graphics(
 
 
 def _picture_page_regions(page: pymupdf.Page, page_box: BBox, opts: DetectOptions) -> list[_Region]:
-    """Regions of a page that is a single picture, largest first (the ranking keeps reading order on
-    ties, and the largest block of a slide is most often its chart or table)."""
-    if not opts.raster_regions or page.get_text("text").strip():
+    """Regions of a page that is a single picture.
+
+    A scanned page whose text layer was added by OCR is one picture too: its words are blanked from
+    the ink first, so what the cuts find are the drawings and photos between the paragraphs.
+    """
+    if not opts.raster_regions:
         return []
     if not any(
         containment(page_box, _box(info["bbox"])) >= opts.max_page_share
@@ -307,16 +314,22 @@ def _picture_page_regions(page: pymupdf.Page, page_box: BBox, opts: DetectOption
     pix = page.get_pixmap(dpi=opts.raster_dpi, colorspace=pymupdf.csRGB, alpha=False)
     pixels = np.frombuffer(pix.samples, dtype=np.uint8).reshape(pix.height, pix.width, pix.n)
     size = (page_box[2] - page_box[0], page_box[3] - page_box[1])
-    boxes = raster_regions(ink_mask(pixels), size, min_side=opts.min_side, gap=opts.raster_gap)
-    shifted = [
-        (b[0] + page_box[0], b[1] + page_box[1], b[2] + page_box[0], b[3] + page_box[1])
-        for b in boxes
-    ]
+    mask = ink_mask(pixels)
+    words = [_shift(_box(w[:4]), page_box, -1) for w in page.get_text("words")]
+    blank_boxes(mask, words, size)
+    boxes = raster_regions(
+        mask, size, min_side=opts.min_side, gap=opts.raster_gap, fine_gap=opts.raster_fine_gap
+    )
+    shifted = [_shift(b, page_box, 1) for b in boxes]
     return [
-        _Region("figure", b)
-        for b in sorted(shifted, key=area, reverse=True)
-        if area(b) <= opts.max_page_share * area(page_box)
+        _Region("figure", b) for b in shifted if area(b) <= opts.max_page_share * area(page_box)
     ]
+
+
+def _shift(box: BBox, page_box: BBox, sign: int) -> BBox:
+    """``box`` moved by the page's origin (``sign`` 1: from the page's own frame to points)."""
+    dx, dy = sign * page_box[0], sign * page_box[1]
+    return (box[0] + dx, box[1] + dy, box[2] + dx, box[3] + dy)
 
 
 def _merge_graphics(items: list[_Region]) -> list[_Region]:

@@ -28,6 +28,17 @@ def ink_mask(pixels: np.ndarray, tolerance: int = 40) -> np.ndarray:
     return distance > tolerance
 
 
+def blank_boxes(mask: np.ndarray, boxes: list[BBox], page_size: tuple[float, float]) -> None:
+    """Clear, in place, the cells of ``mask`` under ``boxes`` (points on a page of ``page_size``)."""
+    height, width = mask.shape
+    sx, sy = width / page_size[0], height / page_size[1]
+    for x0, y0, x1, y1 in boxes:
+        mask[
+            max(0, int(y0 * sy)) : max(0, int(np.ceil(y1 * sy))),
+            max(0, int(x0 * sx)) : max(0, int(np.ceil(x1 * sx))),
+        ] = False
+
+
 def without_rules(mask: np.ndarray, share: float = 0.9) -> np.ndarray:
     """``mask`` with its page-wide rows and page-high columns cleared: a slide's frame, its header bar
     and separator rules join every block into one, while no figure spans the whole page."""
@@ -88,17 +99,35 @@ def xy_cut(mask: np.ndarray, min_gap: int, depth: int = 4) -> list[tuple[int, in
 
 
 def raster_regions(
-    mask: np.ndarray, page_size: tuple[float, float], *, min_side: float, gap: float
+    mask: np.ndarray,
+    page_size: tuple[float, float],
+    *,
+    min_side: float,
+    gap: float,
+    fine_gap: float | None = None,
+    recut_share: float = 0.25,
 ) -> list[BBox]:
     """XY-cut blocks of ``mask`` in page points, those with both sides at least ``min_side`` points.
 
-    ``gap``: the narrowest blank band (points) that separates two regions.
+    ``gap``: the narrowest blank band (points) that separates two regions. A block covering more
+    than ``recut_share`` of the page is cut again along bands of ``fine_gap`` points, and its parts
+    join it: a slide's panel of screenshots set close together is one block at ``gap``, yet a
+    question may be about one of them.
     """
     height, width = mask.shape
     sx, sy = page_size[0] / width, page_size[1] / height
+    cleared = without_rules(mask)
     cells = max(1, round(gap / max(sx, sy)))
+    blocks = xy_cut(cleared, cells)
+    if fine_gap is not None:
+        fine = max(1, round(fine_gap / max(sx, sy)))
+        for x0, y0, x1, y1 in list(blocks):
+            if (x1 - x0) * (y1 - y0) > recut_share * width * height:
+                parts = xy_cut(cleared[y0:y1, x0:x1], fine)
+                if len(parts) > 1:
+                    blocks += [(x0 + a, y0 + b, x0 + c, y0 + d) for a, b, c, d in parts]
     out: list[BBox] = []
-    for x0, y0, x1, y1 in xy_cut(without_rules(mask), cells):
+    for x0, y0, x1, y1 in blocks:
         box = (x0 * sx, y0 * sy, x1 * sx, y1 * sy)
         if min(box[2] - box[0], box[3] - box[1]) >= min_side:
             out.append(box)
