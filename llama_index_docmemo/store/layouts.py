@@ -186,7 +186,7 @@ PAGE_IMAGE_LAYOUT = MultivectorLayout(first_stage="muvera", storage="turbo8", to
 """New stores of page-image encoders (ColQwen2.5: ~750 patch vectors a page), chosen from the
 sizing table (docs/backends.md, "Sizing"): MUVERA first stage, originals pooled by 3 (256 of 768
 vectors) and TurboQuant-coded at 1 byte a dimension: about 41 KB of vectors a page against
-213 KB for the previous default (mean first stage, float16 originals with a binary copy), at
+209 KB for the previous default (mean first stage, float16 originals with a binary copy), at
 recall@10 0.98 against exact MaxSim over the unpooled vectors at 10,000 synthetic pages. Stores
 created before keep the layout their record names."""
 
