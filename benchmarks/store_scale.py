@@ -54,6 +54,7 @@ import numpy as np
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store import EdgePageStore, MultivectorLayout
 from llama_index_docmemo.store.layouts import PAGE_IMAGE_LAYOUT
+from llama_index_docmemo.store.muvera import Muvera
 from llama_index_docmemo.store.plans import DEFAULT_PREFETCH
 from llama_index_docmemo.types import PageEmbedding, PageRecord
 
@@ -108,6 +109,9 @@ LAYOUTS: dict[str, MultivectorLayout] = {
     ),
     "muvera-t8-pool4": MultivectorLayout(
         first_stage="muvera", storage="turbo8", token_pool_factor=4
+    ),
+    "muvera2k-t8-pool2": MultivectorLayout(
+        first_stage="muvera", storage="turbo8", token_pool_factor=2, muvera=Muvera(reps=8)
     ),
     "muvera-t8-bq-pool3": MultivectorLayout(
         first_stage="muvera", storage="turbo8", quantization="binary", token_pool_factor=3
