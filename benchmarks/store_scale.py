@@ -7,6 +7,12 @@ latency, recall@10 against exact MaxSim over the same original vectors (numpy, f
 bytes per page on disk (the whole shard folder, WAL included) and the process's resident
 memory while searching (VmRSS; its anonymous and file-backed parts are reported apart).
 
+Bytes are accounted twice: by part of the store (each named vector's storage, its quantized
+copy, the HNSW graph, payload, payload indexes, the write-ahead log) and as a fixed cost a store
+plus a cost a page, fitted from this build and one of the first document alone (the engine
+preallocates 32 MiB chunks and log segments, so a small store's bytes a page say little about
+a large one's).
+
 The synthetic pages behave like ColQwen2.5's (``Corpus``):
 
 - a page is a 32 x 24 patch grid (768 vectors of 128 dims, ``--vectors`` changes it), row-major
@@ -48,6 +54,7 @@ import numpy as np
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store import EdgePageStore, MultivectorLayout
 from llama_index_docmemo.store.layouts import PAGE_IMAGE_LAYOUT
+from llama_index_docmemo.store.muvera import Muvera
 from llama_index_docmemo.store.plans import DEFAULT_PREFETCH
 from llama_index_docmemo.types import PageEmbedding, PageRecord
 
@@ -99,6 +106,12 @@ LAYOUTS: dict[str, MultivectorLayout] = {
     ),
     "muvera-t8-pool3": MultivectorLayout(
         first_stage="muvera", storage="turbo8", token_pool_factor=3
+    ),
+    "muvera-t8-pool4": MultivectorLayout(
+        first_stage="muvera", storage="turbo8", token_pool_factor=4
+    ),
+    "muvera2k-t8-pool2": MultivectorLayout(
+        first_stage="muvera", storage="turbo8", token_pool_factor=2, muvera=Muvera(reps=8)
     ),
     "muvera-t8-bq-pool3": MultivectorLayout(
         first_stage="muvera", storage="turbo8", quantization="binary", token_pool_factor=3
@@ -232,18 +245,31 @@ class ExactMaxSim:
         return np.argsort(-self.scores, axis=1, kind="stable")[:, :TOP_K]
 
 
-def fill(
-    store: EdgePageStore, corpus: Corpus, exact: ExactMaxSim | None = None
-) -> tuple[float, float]:
-    """Write every page inside ``bulk_load`` (scoring it into ``exact`` when given); returns
-    (seconds writing, seconds indexing)."""
-    writing = 0.0
+@dataclass
+class BuildTimes:
+    """Where a build's seconds go: making the synthetic pages, scoring them into the ground
+    truth (neither is the store's cost), writing them (pooling, encodings and the engine's
+    upserts) and the index build at the end."""
+
+    generate_s: float = 0.0
+    truth_s: float = 0.0
+    write_s: float = 0.0
+    index_s: float = 0.0
+
+
+def fill(store: EdgePageStore, corpus: Corpus, exact: ExactMaxSim | None = None) -> BuildTimes:
+    """Write every page inside ``bulk_load`` (scoring it into ``exact`` when given)."""
+    times = BuildTimes()
     rows, columns = corpus.grid
     with store.bulk_load():
         for doc in range(corpus.n_docs):
+            started = time.perf_counter()
             pages, _ = corpus.document(doc)
+            times.generate_s += time.perf_counter() - started
             if exact is not None:
+                started = time.perf_counter()
                 exact.add(doc, pages)
+                times.truth_s += time.perf_counter() - started
             n = len(pages)
             doc_id = f"doc{doc:05d}.pdf"
             schema = DocumentSchema(doc_id=doc_id, doc_version="v1", n_pages=n)
@@ -259,11 +285,12 @@ def fill(
             ]
             started = time.perf_counter()
             store.upsert_document(schema, records, embeddings)
-            writing += time.perf_counter() - started
+            times.write_s += time.perf_counter() - started
             if doc % 50 == 49:
                 print(f"    {(doc + 1) * PAGES_PER_DOC:>7,} pages written", flush=True)
         indexing_started = time.perf_counter()
-    return writing, time.perf_counter() - indexing_started
+    times.index_s = time.perf_counter() - indexing_started
+    return times
 
 
 def memory() -> dict[str, int]:
@@ -283,6 +310,25 @@ def major_faults() -> int:
 
 def folder_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def disk_parts(path: Path) -> dict[str, int]:
+    """Bytes of the store folder by part: ``wal``, and per segment component (``payload_index``,
+    ``payload_storage``, ``vector_storage-multi/tq_vectors``, ``vector_index-muvera``...), summed
+    over segments."""
+    parts: dict[str, int] = {}
+    for file in path.rglob("*"):
+        if not file.is_file():
+            continue
+        names = file.relative_to(path).parts
+        if names[0] == "segments" and len(names) > 3:
+            component = names[2]
+            if component.startswith("vector_storage") and len(names) > 4:
+                component = f"{component}/{names[3]}"
+        else:
+            component = names[0] if len(names) > 1 else "other"
+        parts[component] = parts.get(component, 0) + file.stat().st_size
+    return dict(sorted(parts.items(), key=lambda item: -item[1]))
 
 
 @dataclass
@@ -309,10 +355,18 @@ class Row:
     dim: int = 128
     prefetch: int = 0
     queries: int = 0
+    vector_bytes_per_page: int = 0
+    """The layout's vector data a page (``MultivectorLayout.vector_bytes``: no graph, payload)."""
+    marginal_bytes_per_page: float = 0.0
+    """Disk a page adds: (this store's bytes - the first document's store's) / (pages between)."""
+    fixed_bytes: float = 0.0
+    """Disk a store takes before its pages (the fit's intercept: preallocated chunks, log)."""
+    disk_parts_per_page: dict[str, float] | None = None
 
     def json_row(self) -> dict[str, object]:
         keys = ("layout", "pages", "vectors", "dim", "prefetch", "p50_ms", "p95_ms")
         keys += ("cpu_p50_ms", "recall_at_10", "disk_bytes_per_page", "ram_bytes_per_page")
+        keys += ("vector_bytes_per_page", "marginal_bytes_per_page", "fixed_bytes")
         keys += ("rss_bytes", "build_s", "default")
         return {k: getattr(self, k) for k in keys}
 
@@ -368,6 +422,28 @@ def search_rows(
     return rows
 
 
+def build(name: str, corpus: Corpus, path: Path, exact: ExactMaxSim | None) -> BuildTimes:
+    store = EdgePageStore(path, layout=layout_of(name), encoder_name=ENCODER_NAME, dim=corpus.dim)
+    try:
+        return fill(store, corpus, exact)
+    finally:
+        store.close()
+
+
+def fixed_and_marginal(name: str, corpus: Corpus, path: Path, disk: int) -> tuple[float, float]:
+    """(fixed bytes a store, bytes a page) on disk: the line through this store and one holding
+    the first document alone, built beside it."""
+    small = Corpus(PAGES_PER_DOC, corpus.vectors, seed=corpus.seed, dim=corpus.dim)
+    if corpus.n_pages <= small.n_pages:
+        return 0.0, disk / corpus.n_pages
+    small_path = path.with_name(f"{path.name}-first-document")
+    build(name, small, small_path, None)
+    small_disk = folder_bytes(small_path)
+    shutil.rmtree(small_path, ignore_errors=True)
+    marginal = (disk - small_disk) / (corpus.n_pages - small.n_pages)
+    return small_disk - marginal * small.n_pages, marginal
+
+
 def measure(
     name: str,
     corpus: Corpus,
@@ -375,32 +451,50 @@ def measure(
     truth: np.ndarray | None,
     workdir: Path,
     prefetches: list[int],
-) -> tuple[list[Row], np.ndarray]:
-    """The layout's rows, and the ground truth (computed during this build when ``truth`` is None)."""
+) -> tuple[list[Row], np.ndarray, BuildTimes]:
+    """The layout's rows, the ground truth (computed during this build when ``truth`` is None)
+    and where the build's time went."""
     path = workdir / name
-    store = EdgePageStore(path, layout=layout_of(name), encoder_name=ENCODER_NAME, dim=corpus.dim)
     exact = ExactMaxSim(corpus, queries) if truth is None else None
-    try:
-        writing, indexing = fill(store, corpus, exact)
-    finally:
-        store.close()
+    times = build(name, corpus, path, exact)
     if exact is not None:
         truth = exact.top()
     gc.collect()
-    disk = folder_bytes(path) / corpus.n_pages
+    disk = folder_bytes(path)
+    parts = disk_parts(path)
     rss_before = memory()["VmRSS"]
     store = EdgePageStore(path)  # reopened from its path alone: what a reader sees
     try:
         rows = search_rows(store, name, corpus, queries, truth, prefetches, rss_before)
     finally:
         store.close()
-    for row in rows:
-        row.disk_bytes_per_page = disk
-        row.build_s = writing + indexing
-        row.upsert_pages_per_s = corpus.n_pages / writing
-        row.index_s = indexing
     shutil.rmtree(path, ignore_errors=True)
-    return rows, truth
+    fixed, marginal = fixed_and_marginal(name, corpus, path, disk)
+    vector_bytes = layout_of(name).vector_bytes(corpus.vectors, corpus.dim, corpus.grid)
+    for row in rows:
+        row.disk_bytes_per_page = disk / corpus.n_pages
+        row.build_s = times.write_s + times.index_s
+        row.upsert_pages_per_s = corpus.n_pages / times.write_s
+        row.index_s = times.index_s
+        row.vector_bytes_per_page = vector_bytes
+        row.fixed_bytes, row.marginal_bytes_per_page = fixed, marginal
+        row.disk_parts_per_page = {k: v / corpus.n_pages for k, v in parts.items()}
+    return rows, truth, times
+
+
+def accounting(row: Row, times: BuildTimes) -> str:
+    """Where one layout's bytes and build seconds go."""
+    parts = row.disk_parts_per_page or {}
+    lines = [
+        f"  {row.layout.split('@')[0]}: {row.disk_bytes_per_page:,.0f} B/page on disk at "
+        f"{row.pages:,} pages = {row.fixed_bytes / 2**20:,.0f} MiB fixed + "
+        f"{row.marginal_bytes_per_page:,.0f} B a page (vector data from the layout: "
+        f"{row.vector_bytes_per_page:,} B a page)",
+        f"    build: generate {times.generate_s:,.0f} s, ground truth {times.truth_s:,.0f} s, "
+        f"write {times.write_s:,.0f} s, index {times.index_s:,.0f} s",
+    ]
+    lines += [f"    {part}: {size:,.0f} B/page" for part, size in parts.items() if size >= 100]
+    return "\n".join(lines)
 
 
 def markdown(rows: list[Row]) -> str:
@@ -497,8 +591,8 @@ def main(argv: list[str] | None = None) -> None:
         nargs="+",
         default=[n for n, layout in LAYOUTS.items() if layout.token_pool_factor == 1],
         choices=[DEFAULT, *sorted(LAYOUTS)],
-        help="layouts to build (default: every one without token pooling, which needs torch); "
-        f"'{DEFAULT}': the page-image default alone",
+        help="layouts to build (default: every one without token pooling, whose 27 ms of CPU a "
+        f"page slows builds); '{DEFAULT}': the page-image default alone (it pools)",
     )
     parser.add_argument("--json", type=Path, help="write the rows here")
     parser.add_argument("--out", type=Path, help="folder for the Markdown table and full rows")
@@ -527,13 +621,16 @@ def main(argv: list[str] | None = None) -> None:
         rows: list[Row] = []
         for name in args.layouts:
             print(f"  layout {name}: building", flush=True)
-            layout_rows, truth = measure(name, corpus, queries, truth, workdir, args.prefetch)
+            layout_rows, truth, times = measure(
+                name, corpus, queries, truth, workdir, args.prefetch
+            )
             if args.truth is not None and not cached:
                 np.save(args.truth, truth)
                 cached = True
             for row in layout_rows:
                 rows.append(row)
                 print(json.dumps(asdict(row)), flush=True)
+            print(accounting(layout_rows[0], times), flush=True)
         table = markdown(rows)
         print(table)
         if args.json:

@@ -26,9 +26,15 @@ from llama_index_docmemo.store.layouts import (
     POOLED,
     grid_means,
     grid_shape,
+    pool_tokens,
 )
 from llama_index_docmemo.store.validation import document_points
 from llama_index_docmemo.types import PageEmbedding
+
+PREVIOUS_PAGE_IMAGE_LAYOUT = MultivectorLayout(
+    first_stage="mean", storage="float16", quantization="binary", oversampling=2.0
+)
+"""``PAGE_IMAGE_LAYOUT`` until 0.2 dev: stores created with it keep it."""
 
 ROWS_COLS = MultivectorLayout(first_stage="rows_cols", storage="float16")
 LAYOUTS = [
@@ -108,6 +114,74 @@ def test_backends_agree_on_every_layout(tmp_path: Path, layout: MultivectorLayou
     finally:
         edge.close()
         client.close()
+
+
+def test_backends_agree_on_the_page_image_default_scored_on_its_pooled_vectors(
+    tmp_path: Path,
+) -> None:
+    """The default pools at ingest: both backends rank as exact MaxSim over the pooled pages
+    (qdrant-client's local mode scores the float32 values sent, Edge the turbo8 codes)."""
+    layout = PAGE_IMAGE_LAYOUT
+    pooled = [
+        (schema, records, [PageEmbedding(pool_tokens(e.multivector, 3), e.pooled) for e in pages])
+        for schema, records, pages in corpus()
+    ]
+    edge = open_store_on("edge", tmp_path / "edge", layout=layout, sparse=False)
+    client = open_store_on("client", tmp_path / "client", layout=layout, sparse=False)
+    try:
+        for store in (edge, client):
+            for document in corpus():
+                store.upsert_document(*document)
+        for seed in range(3):
+            query = make_query(seed, sparse=False)
+            args = {"limit": 5, "prefetch_limit": 50}
+            got_edge, got_client = edge.search(query, **args), client.search(query, **args)
+            assert_same_hits(got_edge, got_client, rtol=1e-2)
+            exact = [ref for ref, _ in maxsim_ranking(pooled, query)[:5]]
+            assert [h.ref for h in got_client] == exact
+    finally:
+        edge.close()
+        client.close()
+
+
+def test_vector_bytes_count_what_the_layout_stores() -> None:
+    page = np.random.default_rng(0).normal(size=(60, DIM)).astype(np.float32)
+    for layout, per_value in (
+        (MultivectorLayout(), 4),
+        (PREVIOUS_PAGE_IMAGE_LAYOUT, 2 + 1 / 8),
+        (MultivectorLayout(storage="turbo8", quantization="turbo4", token_pool_factor=4), 1.5),
+        (MultivectorLayout(storage="float16", quantization="scalar", token_pool_factor=2), 3),
+    ):
+        vectors = layout.page_vectors(page, np.ones(DIM, np.float32), None)
+        first_width = 4 if layout.storage == "float32" else 2
+        expected = vectors[MULTI].size * per_value + vectors[POOLED].size * first_width
+        assert layout.vector_bytes(60, DIM) == expected
+    muvera = MultivectorLayout(first_stage="muvera", storage="turbo8", token_pool_factor=3)
+    assert muvera.vector_bytes(60, DIM) == 20 * DIM + 4096 * 2
+
+
+# Disk a page adds beyond its vector data (graph, turbo8 offsets, payload and its indexes, ids):
+# benchmarks/store_scale.py at 10,000 ColQwen-shaped pages fitted 49,152 B a page for the
+# page-image default against its 40,960 B of vectors (plus 283 MiB fixed a store).
+MEASURED_OVERHEAD_BYTES = 49_152 - 40_960
+
+
+def test_the_page_image_default_stays_within_64_kb_a_colqwen_page() -> None:
+    """768 x 128 (ColQwen2.5's patch grid): a default drifting to a layout of float16 or
+    unpooled originals (the previous default: 213 KB) fails here."""
+    stored = PAGE_IMAGE_LAYOUT.vector_bytes(768, 128, (32, 24)) + MEASURED_OVERHEAD_BYTES
+    assert stored <= 64 * 1024
+    assert PREVIOUS_PAGE_IMAGE_LAYOUT.vector_bytes(768, 128, (32, 24)) > 64 * 1024
+
+
+def test_a_store_made_with_the_previous_default_keeps_it(tmp_path: Path) -> None:
+    with open_store(
+        tmp_path / "old", encoder=_Encoder("image"), layout=PREVIOUS_PAGE_IMAGE_LAYOUT
+    ) as old:
+        old.upsert_document(*corpus()[0])
+    with open_store(tmp_path / "old", encoder=_Encoder("image")) as reopened:
+        assert reopened.layout == PREVIOUS_PAGE_IMAGE_LAYOUT  # type: ignore[attr-defined]
+        assert len(reopened.search(make_query(1, sparse=False), limit=3)) == 3
 
 
 def test_the_layout_is_kept_in_the_store_record(tmp_path: Path) -> None:

@@ -22,9 +22,9 @@ vector with an HNSW index, which finds the candidates the rerank scores:
   a dimension, 32x smaller; ``query_encoding`` ``"scalar4"`` / ``"scalar8"`` keeps the query at
   4 or 8 bits, asymmetric, for a closer estimate at the same storage).
 - ``on_disk``: the original stays on disk (memory-mapped), only what a query touches is read.
-- ``token_pool_factor``: ``HierarchicalTokenPooler`` (colpali-engine, extra ``colqwen``) merges
-  similar vectors at ingest, keeping a 1/factor share of them: fewer bytes and a faster rerank,
-  scored on the pooled vectors from then on.
+- ``token_pool_factor``: colpali-engine's hierarchical token pooling (:func:`pool_tokens`,
+  scipy, extra ``colqwen``) merges similar vectors at ingest, keeping a 1/factor share of
+  them: fewer bytes and a faster rerank, scored on the pooled vectors from then on.
 
 What each costs is measured by ``benchmarks/store_scale.py`` (docs/backends.md, "Sizing").
 """
@@ -33,9 +33,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from functools import cache
 from typing import Any, Literal
 
 import numpy as np
+from threadpoolctl import ThreadpoolController
 
 from llama_index_docmemo._extras import require
 from llama_index_docmemo.errors import StoreError
@@ -55,6 +57,8 @@ FIRST_STAGES: tuple[str, ...] = ("mean", "rows_cols", "muvera")
 STORAGES: tuple[str, ...] = ("float32", "float16", "turbo8")
 QUANTIZATIONS: tuple[str, ...] = ("none", "scalar", "turbo4", "turbo2", "binary")
 QUERY_ENCODINGS: tuple[str, ...] = ("default", "scalar4", "scalar8")
+_STORAGE_BYTES = {"float32": 4, "float16": 2, "turbo8": 1}
+_QUANTIZED_BITS = {"none": 0, "scalar": 8, "turbo4": 4, "turbo2": 2, "binary": 1}
 
 
 @dataclass(frozen=True)
@@ -105,6 +109,25 @@ class MultivectorLayout:
         """The first stage's own width when it is not the encoder's (MUVERA), else None."""
         return self.muvera.dimension() if self.first_stage == "muvera" else None
 
+    def vector_bytes(self, n_vectors: int, dim: int, grid: tuple[int, int] | None = None) -> int:
+        """Bytes of vector data one page of ``n_vectors`` x ``dim`` stores in this layout: the
+        original (pooled, as stored), its quantized copy and the first stage. Graph links,
+        payload, ids and the engine's per-store preallocation come on top (``store_scale.py``
+        measures them: docs/backends.md, "Sizing")."""
+        kept = (
+            max(n_vectors // self.token_pool_factor, 1) if self.token_pool_factor > 1 else n_vectors
+        )
+        original = kept * dim * _STORAGE_BYTES[self.storage]
+        copy = kept * dim * _QUANTIZED_BITS[self.quantization] // 8
+        first_width = 4 if self.storage == "float32" else 2
+        if self.first_stage == "muvera":
+            first = self.muvera.dimension() * first_width
+        elif self.first_stage == "rows_cols":
+            first = sum(grid_shape(n_vectors, grid)) * dim * first_width
+        else:
+            first = dim * first_width
+        return original + copy + first
+
     def payload(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -121,7 +144,19 @@ class MultivectorLayout:
     def page_vectors(
         self, multivector: np.ndarray, pooled: np.ndarray, grid: tuple[int, int] | None
     ) -> dict[str, np.ndarray]:
-        """The named dense vectors stored for one page (checked float32 input)."""
+        """The named dense vectors stored for one page (checked float32 input).
+
+        Computed with one BLAS thread: these products are small (a page's 768 x 128), and
+        OpenBLAS's threads cost more than they save on them, 3-10x the CPU on a busy machine
+        (MUVERA 8.9 against 2.6 ms a page, pooling 68 against 27 ms, measured on 2 cores
+        shared with other jobs).
+        """
+        with _blas_controller().limit(limits=1, user_api="blas"):
+            return self._page_vectors(multivector, pooled, grid)
+
+    def _page_vectors(
+        self, multivector: np.ndarray, pooled: np.ndarray, grid: tuple[int, int] | None
+    ) -> dict[str, np.ndarray]:
         if self.first_stage == "rows_cols":
             first = grid_means(multivector, grid)
         elif self.first_stage == "muvera":
@@ -147,13 +182,20 @@ LEGACY = MultivectorLayout()
 """The layout of every store written before layouts were configurable (0.1.0 and 0.2 dev)."""
 DEFAULT_LAYOUT = MultivectorLayout()
 """New stores of text encoders (the CPU default: a few hundred small vectors a page)."""
-PAGE_IMAGE_LAYOUT = MultivectorLayout(
-    first_stage="mean", storage="float16", quantization="binary", oversampling=2.0
-)
+PAGE_IMAGE_LAYOUT = MultivectorLayout(first_stage="muvera", storage="turbo8", token_pool_factor=3)
 """New stores of page-image encoders (ColQwen2.5: ~750 patch vectors a page), chosen from the
-sizing table (docs/backends.md, "Sizing"): at 10,000 ColQwen-shaped pages recall@10 0.995 at prefetch 100,
-57% of float32's bytes, an index built in 50 s (``rows_cols``: 0.995 at prefetch 50, but 57
-minutes to build its index on this 2-core machine)."""
+sizing table (docs/backends.md, "Sizing"): MUVERA first stage, originals pooled by 3 (256 of 768
+vectors) and TurboQuant-coded at 1 byte a dimension: about 41 KB of vectors a page against
+209 KB for the previous default (mean first stage, float16 originals with a binary copy), at
+recall@10 0.966-0.980 against exact MaxSim over the unpooled vectors at 10,000 synthetic pages
+(prefetch 200; 16 ms of CPU a search). Stores
+created before keep the layout their record names."""
+
+
+@cache
+def _blas_controller() -> ThreadpoolController:
+    """The process's BLAS libraries, found once (finding them scans the loaded libraries)."""
+    return ThreadpoolController()
 
 
 def grid_shape(n_vectors: int, grid: tuple[int, int] | None) -> tuple[int, int]:
@@ -185,11 +227,31 @@ def grid_means(multivector: np.ndarray, grid: tuple[int, int] | None) -> np.ndar
 
 
 def pool_tokens(multivector: np.ndarray, factor: int) -> np.ndarray:
-    """colpali-engine's hierarchical token pooling: about ``n / factor`` cluster means."""
-    torch = require("torch", extra="colqwen", feature="token pooling")
-    pooling = require(
-        "colpali_engine.compression.token_pooling", extra="colqwen", feature="token pooling"
-    )
-    pooler = pooling.HierarchicalTokenPooler()
-    pooled = pooler.pool_embeddings([torch.from_numpy(multivector)], pool_factor=factor)[0]
-    return np.ascontiguousarray(pooled.numpy(), dtype=np.float32)
+    """colpali-engine's ``HierarchicalTokenPooler``, the same clusters for a third of the CPU.
+
+    Like the pooler, Ward linkage over the rows of the cosine-distance matrix ``D = 1 - X X^T``
+    (each vector described by its distances to all the others), cut into ``n // factor``
+    clusters, each replaced by its unit-length mean, in cluster order. The pooler hands the
+    n x n rows to scipy's ``pdist`` (O(n^2) distances of n values: ~90 ms of CPU for a
+    768-vector page); here ``|D_i - D_j|^2 = (x_i - x_j)^T X^T X (x_i - x_j)`` takes two
+    matrix products of width ``dim`` (~27 ms), in float64 so the merges come out the same
+    (tests/test_token_pooling.py checks it against colpali-engine). Needs scipy (the ``colqwen``
+    extra: only page-image encoders get a pooled layout, and reading a pooled store does not pool).
+    """
+    hierarchy = require("scipy.cluster.hierarchy", extra="colqwen", feature="token pooling")
+    vectors = multivector.astype(np.float64)
+    n = len(vectors)
+    if n < 2:
+        return np.ascontiguousarray(multivector, dtype=np.float32)
+    projected = vectors @ (vectors.T @ vectors)
+    norms = np.einsum("ij,ij->i", projected, vectors)
+    squared = norms[:, None] + norms[None, :] - 2.0 * (projected @ vectors.T)
+    upper = np.triu_indices(n, k=1)
+    distances = np.sqrt(np.maximum((squared[upper] + squared.T[upper]) / 2, 0.0))
+    clusters = max(n // factor, 1)
+    tree = hierarchy.linkage(distances, method="ward")
+    labels = hierarchy.fcluster(tree, t=clusters, criterion="maxclust") - 1
+    sums = np.zeros((clusters, vectors.shape[1]))
+    np.add.at(sums, labels, vectors)
+    sums = sums[np.bincount(labels, minlength=clusters) > 0]
+    return (sums / np.linalg.norm(sums, axis=1, keepdims=True)).astype(np.float32)
