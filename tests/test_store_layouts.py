@@ -92,28 +92,40 @@ def test_rows_cols_points_carry_the_grid_means_not_the_mean() -> None:
         document_points(schema, records[:1], [bad], dim=DIM, use_sparse=False, layout=ROWS_COLS)
 
 
-@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda layout: repr(layout)[18:60])
-def test_backends_agree_on_every_layout(tmp_path: Path, layout: MultivectorLayout) -> None:
-    """Dense queries: the same pages, scores within float16 rounding (turbo8: its coding error;
-    qdrant-client's local mode scores the float32 values sent), on Edge and client."""
-    edge = open_store_on("edge", tmp_path / "edge", layout=layout, sparse=False)
-    client = open_store_on("client", tmp_path / "client", layout=layout, sparse=False)
+def assert_backends_agree(
+    tmp_path: Path, layout: MultivectorLayout, *, rtol: float, exact_on: str, scored: list
+) -> None:
+    """The corpus written to Edge and to qdrant-client in ``layout``: three dense queries get
+    the same pages and scores within ``rtol`` on both, and ``exact_on``'s ranking is exact
+    MaxSim over ``scored`` (the pages as the layout stores them; the whole corpus is prefetched)."""
+    stores = {
+        name: open_store_on(name, tmp_path / name, layout=layout, sparse=False)
+        for name in ("edge", "client")
+    }
     try:
-        for store in (edge, client):
+        for store in stores.values():
             for document in corpus():
                 store.upsert_document(*document)
         for seed in range(3):
             query = make_query(seed, sparse=False)
-            args = {"limit": 5, "prefetch_limit": 50}
-            got_edge, got_client = edge.search(query, **args), client.search(query, **args)
-            assert_same_hits(
-                got_edge, got_client, rtol=1e-2 if layout.storage == "turbo8" else 2e-3
-            )
-            exact = [ref for ref, _ in maxsim_ranking(corpus(), query)[:5]]
-            assert [h.ref for h in got_edge] == exact  # the whole corpus is prefetched
+            got = {
+                name: store.search(query, limit=5, prefetch_limit=50)
+                for name, store in stores.items()
+            }
+            assert_same_hits(got["edge"], got["client"], rtol=rtol)
+            exact = [ref for ref, _ in maxsim_ranking(scored, query)[:5]]
+            assert [h.ref for h in got[exact_on]] == exact
     finally:
-        edge.close()
-        client.close()
+        for store in stores.values():
+            store.close()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda layout: repr(layout)[18:60])
+def test_backends_agree_on_every_layout(tmp_path: Path, layout: MultivectorLayout) -> None:
+    """Dense queries: the same pages, scores within float16 rounding (turbo8: its coding error;
+    qdrant-client's local mode scores the float32 values sent), on Edge and client."""
+    rtol = 1e-2 if layout.storage == "turbo8" else 2e-3
+    assert_backends_agree(tmp_path, layout, rtol=rtol, exact_on="edge", scored=corpus())
 
 
 def test_backends_agree_on_the_page_image_default_scored_on_its_pooled_vectors(
@@ -121,27 +133,11 @@ def test_backends_agree_on_the_page_image_default_scored_on_its_pooled_vectors(
 ) -> None:
     """The default pools at ingest: both backends rank as exact MaxSim over the pooled pages
     (qdrant-client's local mode scores the float32 values sent, Edge the turbo8 codes)."""
-    layout = PAGE_IMAGE_LAYOUT
     pooled = [
         (schema, records, [PageEmbedding(pool_tokens(e.multivector, 3), e.pooled) for e in pages])
         for schema, records, pages in corpus()
     ]
-    edge = open_store_on("edge", tmp_path / "edge", layout=layout, sparse=False)
-    client = open_store_on("client", tmp_path / "client", layout=layout, sparse=False)
-    try:
-        for store in (edge, client):
-            for document in corpus():
-                store.upsert_document(*document)
-        for seed in range(3):
-            query = make_query(seed, sparse=False)
-            args = {"limit": 5, "prefetch_limit": 50}
-            got_edge, got_client = edge.search(query, **args), client.search(query, **args)
-            assert_same_hits(got_edge, got_client, rtol=1e-2)
-            exact = [ref for ref, _ in maxsim_ranking(pooled, query)[:5]]
-            assert [h.ref for h in got_client] == exact
-    finally:
-        edge.close()
-        client.close()
+    assert_backends_agree(tmp_path, PAGE_IMAGE_LAYOUT, rtol=1e-2, exact_on="client", scored=pooled)
 
 
 def test_vector_bytes_count_what_the_layout_stores() -> None:
