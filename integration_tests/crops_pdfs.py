@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from pathlib import Path
 
 import pymupdf
@@ -93,6 +94,23 @@ def _photo_png() -> bytes:
     return buffer.getvalue()
 
 
+def _image_page_pdf(
+    path: Path, image: Image.Image, size: tuple[float, float], words: Sequence[float] = ()
+) -> Path:
+    """A one-page PDF of ``size`` points that is ``image`` (an image-only slide or scan), with
+    invisible OCR-layer text at each baseline of ``words``."""
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG")
+    doc = pymupdf.open()
+    page = doc.new_page(width=size[0], height=size[1])
+    page.insert_image(page.rect, stream=buffer.getvalue())
+    for baseline in words:
+        page.insert_text((72, baseline), SCAN_WORDS, fontsize=10, render_mode=3)
+    doc.save(str(path))
+    doc.close()
+    return path
+
+
 def make_figures_pdf(path: Path) -> Path:
     """One page: a framed raster photo and, beside it, a vector bar chart, each captioned below."""
     doc = pymupdf.open()
@@ -138,14 +156,7 @@ def make_slide_pdf(path: Path) -> Path:
     for line in range(6):
         top = (170 + 24 * line) * scale  # lines 8 pt apart: one text block
         pen.rectangle((520 * scale, top, 720 * scale, top + 16 * scale), fill="white")
-    buffer = io.BytesIO()
-    image.save(buffer, "PNG")
-    doc = pymupdf.open()
-    page = doc.new_page(width=768, height=576)
-    page.insert_image(page.rect, stream=buffer.getvalue())
-    doc.save(str(path))
-    doc.close()
-    return path
+    return _image_page_pdf(path, image, (768, 576))
 
 
 GRID_PHOTOS = [
@@ -193,16 +204,7 @@ def make_scanned_pdf(path: Path) -> Path:
     pen.rectangle((x0, y0, x1, y1), outline="black", width=4)
     for i in range(6):
         pen.line((x0, y0 + 30 * i * scale, x1, y1 - 20 * i * scale), fill="black", width=3)
-    buffer = io.BytesIO()
-    image.save(buffer, "PNG")
-    doc = pymupdf.open()
-    page = doc.new_page(width=612, height=792)
-    page.insert_image(page.rect, stream=buffer.getvalue())
-    for baseline in lines:
-        page.insert_text((72, baseline), SCAN_WORDS, fontsize=10, render_mode=3)
-    doc.save(str(path))
-    doc.close()
-    return path
+    return _image_page_pdf(path, image, (612, 792), lines)
 
 
 SLIDE_PANELS = [
@@ -221,11 +223,4 @@ def make_panel_slide_pdf(path: Path) -> Path:
     pen.rectangle((60 * scale, 40 * scale, 500 * scale, 80 * scale), fill="navy")
     for x0, y0, x1, y1 in SLIDE_PANELS:
         pen.rectangle((x0 * scale, y0 * scale, x1 * scale, y1 * scale), fill=(90, 140, 200))
-    buffer = io.BytesIO()
-    image.save(buffer, "PNG")
-    doc = pymupdf.open()
-    page = doc.new_page(width=768, height=576)
-    page.insert_image(page.rect, stream=buffer.getvalue())
-    doc.save(str(path))
-    doc.close()
-    return path
+    return _image_page_pdf(path, image, (768, 576))
