@@ -12,6 +12,23 @@ import json
 
 from fake_vllm_server import SHOWN_PAGE, Reply, Request
 
+READING = {
+    "notes": [{"page": 1, "fact": "Revenue 2023 was $5.2M"}],
+    "useful_pages": [1],
+    "irrelevant_pages": [],
+    "missing": [],
+    "status": "answered",
+    "answer": "$5.2M",
+    "refined_query": None,
+}
+"""A reader's whole reply to one reading: the first page shown answers the question."""
+
+
+def reader_reply(**fields: object) -> str:
+    """:data:`READING` with ``fields`` replaced, as the JSON a server sends back."""
+    return json.dumps({**READING, **fields})
+
+
 ANSWER = "1,184 employees"
 """What every reader and synthesizer answers (the demo report's Nordic head count)."""
 

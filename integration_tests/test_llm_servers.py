@@ -16,6 +16,7 @@ import openai.resources  # noqa: F401  (imported lazily by the client: keep it o
 import pytest
 from fake_vllm_server import FakeVLLM, Reply, Request
 from llama_index.core.schema import NodeWithScore
+from scripted_replies import reader_reply
 
 from llama_index_docmemo.errors import LLMError
 from llama_index_docmemo.events import counting_llm_calls
@@ -32,17 +33,7 @@ from llama_index_docmemo.types import PageInput, PageRecord, PageRef
 MODEL = "served-model"
 
 
-def feedback(**fields) -> str:
-    base = {
-        "notes": [{"page": 1, "fact": "Revenue 2023 was $5.2M"}],
-        "useful_pages": [1],
-        "irrelevant_pages": [],
-        "missing": [],
-        "status": "answered",
-        "answer": "$5.2M",
-        "refined_query": None,
-    }
-    return json.dumps({**base, **fields})
+feedback = reader_reply
 
 
 def llm(server: FakeVLLM, memory: ServerMemory | None = None, **kw) -> OpenAICompatible:

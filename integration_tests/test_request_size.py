@@ -7,7 +7,6 @@ the trace's image-token estimate is that of the images it carried."""
 
 from __future__ import annotations
 
-import json
 import os
 import random
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 from llama_index.llms.openai import OpenAI
 
 from integration_tests.fake_vllm_server import FakeVLLM, Reply, Request
+from integration_tests.scripted_replies import reader_reply
 from llama_index_docmemo.events import counting_llm_calls
 from llama_index_docmemo.ingest.page_images import PageImage
 from llama_index_docmemo.llms.byte_budget import DEFAULT_MAX_IMAGE_BYTES
@@ -27,17 +27,7 @@ from llama_index_docmemo.reasoning.vlm import VLMReasoner
 from llama_index_docmemo.types import PageRef
 
 MAX_BODY = 1_000_000
-REPLY = json.dumps(
-    {
-        "notes": [],
-        "useful_pages": [1],
-        "irrelevant_pages": [],
-        "missing": [],
-        "status": "answered",
-        "answer": "$5.2M",
-        "refined_query": None,
-    }
-)
+REPLY = reader_reply(notes=[])
 
 
 def filing(path: Path, pages: int = 6) -> Path:

@@ -17,6 +17,7 @@ import pytest
 from fake_vllm_server import FakeVLLM, Reply, Request
 from llama_index.core.schema import NodeWithScore
 from PIL import Image
+from scripted_replies import reader_reply
 
 from llama_index_docmemo.errors import LLMError
 from llama_index_docmemo.ingest.summaries import VLMPageSummarizer
@@ -32,17 +33,9 @@ from llama_index_docmemo.types import PageInput, PageRecord, PageRef
 MODEL = "qwen-vl-test"
 
 
-def feedback(**fields) -> str:
-    base = {
-        "notes": [{"page": 1, "fact": "Revenue 2023 was $5.2M"}],
-        "useful_pages": [1],
-        "irrelevant_pages": [2],
-        "missing": [],
-        "status": "answered",
-        "answer": "$5.2M",
-        "refined_query": None,
-    }
-    return json.dumps({**base, **fields})
+def feedback(**fields: object) -> str:
+    """The reader's reply with page 2 irrelevant (two pages shown)."""
+    return reader_reply(**{"irrelevant_pages": [2], **fields})
 
 
 def qwen(server: FakeVLLM, **kw) -> QwenVL:
