@@ -43,9 +43,12 @@ import argparse
 import gc
 import json
 import math
+import multiprocessing
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -56,6 +59,7 @@ from llama_index_docmemo.store import EdgePageStore, MultivectorLayout
 from llama_index_docmemo.store.layouts import PAGE_IMAGE_LAYOUT
 from llama_index_docmemo.store.muvera import Muvera
 from llama_index_docmemo.store.plans import DEFAULT_PREFETCH
+from llama_index_docmemo.store.validation import lay_out
 from llama_index_docmemo.types import PageEmbedding, PageRecord
 
 TOP_K = 10
@@ -231,12 +235,18 @@ class ExactMaxSim:
         self.vectors, self.dim = corpus.vectors, corpus.dim
         self.scores = np.full((len(queries), corpus.n_pages), -np.inf, dtype=np.float32)
 
-    def add(self, doc: int, pages: np.ndarray) -> None:
+    def scores_of(self, pages: np.ndarray) -> np.ndarray:
+        """(queries, pages) exact MaxSim of one document's pages."""
         n = len(pages)
         sims = (pages.reshape(-1, self.dim) @ self.flat.T).reshape(n, self.vectors, -1).max(axis=1)
+        return np.stack(
+            [sims[:, a:b].sum(1) for a, b in zip(self.bounds[:-1], self.bounds[1:], strict=True)]
+        )
+
+    def add(self, doc: int, scores: np.ndarray) -> None:
+        """A document's (queries, pages) scores, from :meth:`scores_of`."""
         start = doc * PAGES_PER_DOC
-        for i in range(len(self.bounds) - 1):
-            self.scores[i, start : start + n] = sims[:, self.bounds[i] : self.bounds[i + 1]].sum(1)
+        self.scores[:, start : start + scores.shape[1]] = scores
 
     def top(self) -> np.ndarray:
         """(queries, TOP_K) page indices, best first."""
@@ -248,29 +258,116 @@ class ExactMaxSim:
 @dataclass
 class BuildTimes:
     """Where a build's seconds go: making the synthetic pages, scoring them into the ground
-    truth (neither is the store's cost), writing them (pooling, encodings and the engine's
-    upserts) and the index build at the end."""
+    truth (neither is the store's cost), laying them out in the store's layout (token pooling,
+    MUVERA: in producer processes with ``--producers``, else inside the writes), writing them
+    (the engine's upserts) and the index build at the end."""
 
     generate_s: float = 0.0
     truth_s: float = 0.0
+    vectors_s: float = 0.0
     write_s: float = 0.0
     index_s: float = 0.0
 
 
-def fill(store: EdgePageStore, corpus: Corpus, exact: ExactMaxSim | None = None) -> BuildTimes:
-    """Write every page inside ``bulk_load`` (scoring it into ``exact`` when given)."""
-    times = BuildTimes()
-    rows, columns = corpus.grid
-    with store.bulk_load():
+def page_embeddings(corpus: Corpus, pages: np.ndarray) -> list[PageEmbedding]:
+    """A document's pages as an encoder hands them over (patch grid, mean-pooled vector)."""
+    return [
+        PageEmbedding(multivector=p, pooled=_unit(p.mean(axis=0)), grid=corpus.grid) for p in pages
+    ]
+
+
+@dataclass
+class Producer:
+    """What a producer process makes documents from: the corpus, the queries each page is scored
+    against (an ``ExactMaxSim`` without its score table) and the store's layout."""
+
+    corpus: Corpus
+    queries: ExactMaxSim | None
+    layout: MultivectorLayout
+
+
+_producer: Producer | None = None
+
+
+def _start_producer(producer: Producer) -> None:
+    global _producer
+    _producer = producer
+
+
+def _produce(doc: int) -> tuple[list[PageEmbedding], np.ndarray | None, BuildTimes]:
+    """In a producer process: one document's pages laid out in the store's layout (what an
+    indexing worker does beside its encoder), their exact scores, and the seconds of each."""
+    assert _producer is not None
+    corpus, times = _producer.corpus, BuildTimes()
+    started = time.perf_counter()
+    pages, _ = corpus.document(doc)
+    times.generate_s = time.perf_counter() - started
+    started = time.perf_counter()
+    scores = None if _producer.queries is None else _producer.queries.scores_of(pages)
+    times.truth_s = time.perf_counter() - started
+    started = time.perf_counter()
+    embeddings = [lay_out(e, _producer.layout, corpus.dim) for e in page_embeddings(corpus, pages)]
+    times.vectors_s = time.perf_counter() - started
+    return embeddings, scores, times
+
+
+def documents(
+    corpus: Corpus,
+    exact: ExactMaxSim | None,
+    layout: MultivectorLayout,
+    producers: int,
+    times: BuildTimes,
+) -> Iterator[tuple[int, list[PageEmbedding]]]:
+    """Each document's page embeddings in order, scored into ``exact``.
+
+    With ``producers`` > 0 they are made in that many other processes, a few documents ahead,
+    and laid out there in the store's layout, as indexing's encoder workers do: the writer only
+    upserts. With none they are made in line, and the store lays them out as it writes. The
+    seconds making, scoring and laying them out are counted either way."""
+    if producers == 0:
         for doc in range(corpus.n_docs):
             started = time.perf_counter()
             pages, _ = corpus.document(doc)
             times.generate_s += time.perf_counter() - started
             if exact is not None:
                 started = time.perf_counter()
-                exact.add(doc, pages)
+                exact.add(doc, exact.scores_of(pages))
                 times.truth_s += time.perf_counter() - started
-            n = len(pages)
+            yield doc, page_embeddings(corpus, pages)
+        return
+    queries = None
+    if exact is not None:  # the queries without the (queries, pages) score table
+        queries = ExactMaxSim.__new__(ExactMaxSim)
+        queries.flat, queries.bounds = exact.flat, exact.bounds
+        queries.vectors, queries.dim = exact.vectors, exact.dim
+    with ProcessPoolExecutor(
+        producers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_start_producer,
+        initargs=(Producer(corpus, queries, layout),),
+    ) as pool:
+        ahead = 2 * producers
+        pending = {doc: pool.submit(_produce, doc) for doc in range(min(ahead, corpus.n_docs))}
+        for doc in range(corpus.n_docs):
+            embeddings, scores, spent = pending.pop(doc).result()
+            if doc + ahead < corpus.n_docs:
+                pending[doc + ahead] = pool.submit(_produce, doc + ahead)
+            times.generate_s += spent.generate_s
+            times.truth_s += spent.truth_s
+            times.vectors_s += spent.vectors_s
+            if exact is not None and scores is not None:
+                exact.add(doc, scores)
+            yield doc, embeddings
+
+
+def fill(
+    store: EdgePageStore, corpus: Corpus, exact: ExactMaxSim | None = None, producers: int = 0
+) -> BuildTimes:
+    """Write every page inside ``bulk_load`` (scoring it into ``exact`` when given)."""
+    times = BuildTimes()
+    with store.bulk_load():
+        for doc, embeddings in documents(corpus, exact, store.layout, producers, times):
+            n = len(embeddings)
             doc_id = f"doc{doc:05d}.pdf"
             schema = DocumentSchema(doc_id=doc_id, doc_version="v1", n_pages=n)
             records = [
@@ -278,10 +375,6 @@ def fill(store: EdgePageStore, corpus: Corpus, exact: ExactMaxSim | None = None)
                     doc_id=doc_id, doc_version="v1", page=p + 1, n_pages=n, text="", source=""
                 )
                 for p in range(n)
-            ]
-            embeddings = [
-                PageEmbedding(multivector=p, pooled=_unit(p.mean(axis=0)), grid=(rows, columns))
-                for p in pages
             ]
             started = time.perf_counter()
             store.upsert_document(schema, records, embeddings)
@@ -422,10 +515,12 @@ def search_rows(
     return rows
 
 
-def build(name: str, corpus: Corpus, path: Path, exact: ExactMaxSim | None) -> BuildTimes:
+def build(
+    name: str, corpus: Corpus, path: Path, exact: ExactMaxSim | None, producers: int = 0
+) -> BuildTimes:
     store = EdgePageStore(path, layout=layout_of(name), encoder_name=ENCODER_NAME, dim=corpus.dim)
     try:
-        return fill(store, corpus, exact)
+        return fill(store, corpus, exact, producers)
     finally:
         store.close()
 
@@ -451,18 +546,20 @@ def measure(
     truth: np.ndarray | None,
     workdir: Path,
     prefetches: list[int],
+    producers: int = 0,
 ) -> tuple[list[Row], np.ndarray, BuildTimes]:
     """The layout's rows, the ground truth (computed during this build when ``truth`` is None)
     and where the build's time went."""
     path = workdir / name
     exact = ExactMaxSim(corpus, queries) if truth is None else None
-    times = build(name, corpus, path, exact)
+    times = build(name, corpus, path, exact, producers)
     if exact is not None:
         truth = exact.top()
     gc.collect()
     disk = folder_bytes(path)
     parts = disk_parts(path)
     rss_before = memory()["VmRSS"]
+    print(f"  layout {name}: searching", flush=True)
     store = EdgePageStore(path)  # reopened from its path alone: what a reader sees
     try:
         rows = search_rows(store, name, corpus, queries, truth, prefetches, rss_before)
@@ -473,8 +570,8 @@ def measure(
     vector_bytes = layout_of(name).vector_bytes(corpus.vectors, corpus.dim, corpus.grid)
     for row in rows:
         row.disk_bytes_per_page = disk / corpus.n_pages
-        row.build_s = times.write_s + times.index_s
-        row.upsert_pages_per_s = corpus.n_pages / times.write_s
+        row.build_s = times.vectors_s + times.write_s + times.index_s
+        row.upsert_pages_per_s = corpus.n_pages / (times.vectors_s + times.write_s)
         row.index_s = times.index_s
         row.vector_bytes_per_page = vector_bytes
         row.fixed_bytes, row.marginal_bytes_per_page = fixed, marginal
@@ -491,6 +588,7 @@ def accounting(row: Row, times: BuildTimes) -> str:
         f"{row.marginal_bytes_per_page:,.0f} B a page (vector data from the layout: "
         f"{row.vector_bytes_per_page:,} B a page)",
         f"    build: generate {times.generate_s:,.0f} s, ground truth {times.truth_s:,.0f} s, "
+        f"lay out {times.vectors_s:,.0f} s (in producers; else inside the writes), "
         f"write {times.write_s:,.0f} s, index {times.index_s:,.0f} s",
     ]
     lines += [f"    {part}: {size:,.0f} B/page" for part, size in parts.items() if size >= 100]
@@ -603,6 +701,13 @@ def main(argv: list[str] | None = None) -> None:
         "--colqwen-tiny", action="store_true", help="run the tiny ColQwen through every layout"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--producers",
+        type=int,
+        default=0,
+        help="processes making the synthetic pages and their ground truth while this one writes "
+        "(default 0: made in line; 1 gives the writes a core of their own on 2 cores)",
+    )
     args = parser.parse_args(argv)
     if args.workdir:
         Path(args.workdir).mkdir(parents=True, exist_ok=True)
@@ -622,7 +727,7 @@ def main(argv: list[str] | None = None) -> None:
         for name in args.layouts:
             print(f"  layout {name}: building", flush=True)
             layout_rows, truth, times = measure(
-                name, corpus, queries, truth, workdir, args.prefetch
+                name, corpus, queries, truth, workdir, args.prefetch, args.producers
             )
             if args.truth is not None and not cached:
                 np.save(args.truth, truth)

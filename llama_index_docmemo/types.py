@@ -52,6 +52,22 @@ class PageEmbedding:
     pooled: np.ndarray
     sparse: SparseVector | None = None
     grid: tuple[int, int] | None = None
+    stored: StoredVectors | None = None
+    """The vectors a store writes for this page, computed beside the encoder
+    (``store.validation.lay_out``); a store whose layout they were made for writes them as they
+    are, any other computes its own."""
+
+
+@dataclass(frozen=True)
+class StoredVectors:
+    """A page's named vectors in one multivector layout (``layout``: that layout's payload).
+
+    Token pooling and MUVERA cost a page-image store ~35 ms of CPU a page. Computed where the
+    page is encoded (each Ray worker), they leave the single writer of an embedded store only
+    its upserts."""
+
+    layout: dict[str, Any]
+    vectors: dict[str, np.ndarray]
 
 
 QueryEmbedding = PageEmbedding

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "store_scale.py"
-_SPEC = importlib.util.spec_from_file_location("store_scale_benchmark", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-bench = importlib.util.module_from_spec(_SPEC)
-sys.modules[_SPEC.name] = bench  # dataclasses look their module up
-_SPEC.loader.exec_module(bench)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import store_scale as bench  # noqa: E402  (importable by name: --producers spawns processes)
 
 
 def test_default_alone_at_another_width_writes_its_row_marked_default(tmp_path: Path) -> None:
@@ -42,7 +37,21 @@ def test_the_corpus_and_its_ground_truth_take_the_width() -> None:
     assert all(q.shape[1] == 40 for q in queries)
     exact = bench.ExactMaxSim(corpus, queries)
     for doc in range(corpus.n_docs):
-        exact.add(doc, corpus.document(doc)[0])
+        exact.add(doc, exact.scores_of(corpus.document(doc)[0]))
     top = exact.top()
     # a query is drawn from its target page's words: the target ranks near the top
     assert np.mean([t in row for t, row in zip(targets, top, strict=True)]) >= 0.75
+
+
+def test_producers_lay_pages_out_and_build_the_same_store(tmp_path: Path) -> None:
+    """Pages made and laid out in a producer process (what an indexing worker does beside its
+    encoder) give the rows pages laid out by the store as it writes give."""
+    rows: dict[int, dict[str, object]] = {}
+    for producers in (0, 1):
+        out = tmp_path / f"rows-{producers}.json"
+        argv = ["--pages", "200", "--vectors", "48", "--dim", "32", "--queries", "6"]
+        argv += ["--layouts", "default", "--json", str(out), "--workdir", str(tmp_path / "w")]
+        bench.main([*argv, "--producers", str(producers)])
+        (rows[producers],) = json.loads(out.read_text())
+    for key in ("recall_at_10", "vector_bytes_per_page", "pages"):
+        assert rows[1][key] == rows[0][key], key

@@ -137,6 +137,7 @@ class RayExecutor(IndexExecutor):
             image_long_side=indexer.image_long_side,
             store_options=server,
             write_retry_seconds=self.write_retry_seconds,
+            layout=indexer.store.layout,
         )
 
     def run(

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from llama_index_docmemo.encoders.base import PageEncoder
     from llama_index_docmemo.ingest.ocr import OcrEngine
     from llama_index_docmemo.store.client import QdrantClientPageStore
+    from llama_index_docmemo.store.layouts import MultivectorLayout
 
 EncoderFactory = Callable[[], "PageEncoder"]
 """Builds the page encoder inside a worker (where its weights and GPU are); picklable."""
@@ -72,6 +73,9 @@ class EncodeWorker:
             (None: the driver writes, an embedded store has one writer).
         write_retry_seconds: how long a refused write is retried, with backoff, before the
             document fails.
+        layout: the store's multivector layout: the actor computes each page's stored vectors
+            (token pooling, MUVERA) beside its encoder, so the driver writing an embedded store
+            only upserts.
 
     Two documents may be in the actor at once: one is encoded (one at a time, a lock) while
     the other is written, so the encoder does not wait for the network.
@@ -86,6 +90,7 @@ class EncodeWorker:
         image_long_side: int,
         store_options: dict[str, Any] | None,
         write_retry_seconds: float,
+        layout: MultivectorLayout | None = None,
     ) -> None:
         self.encoder = encoder_factory()
         if self.encoder.name != encoder_name:
@@ -96,6 +101,7 @@ class EncodeWorker:
         self.batch_size = batch_size
         self.image_long_side = image_long_side
         self.write_retry_seconds = write_retry_seconds
+        self.layout = layout
         self._encoding = threading.Lock()
         self._store: QdrantClientPageStore | None = None
         if store_options is not None:
@@ -115,6 +121,7 @@ class EncodeWorker:
                     self.encoder,
                     batch_size=self.batch_size,
                     image_long_side=self.image_long_side,
+                    layout=self.layout,
                 )
         except ENCODE_ERRORS as exc:
             return failure(prepared.job, f"cannot encode: {exc}")

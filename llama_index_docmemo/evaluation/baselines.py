@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from llama_index_docmemo.config import DocMemoConfig
+from llama_index_docmemo.config import BudgetSettings, DocMemoConfig
 from llama_index_docmemo.encoders.base import PageEncoder
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.evaluation.configs import ABLATIONS, EngineConfigs
@@ -32,7 +32,7 @@ from llama_index_docmemo.evaluation.metrics import QuestionRun
 from llama_index_docmemo.evaluation.orders import next_in_ranking, next_neighbours
 from llama_index_docmemo.events import counting_llm_calls
 from llama_index_docmemo.levers.rounds import RoundLevers
-from llama_index_docmemo.loop.trust import gives_up, trusts_answer
+from llama_index_docmemo.loop.trust import RoundOutcome, stop_reason
 from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
 from llama_index_docmemo.step_runtime import run as run_steps
 from llama_index_docmemo.store.base import PageStore
@@ -51,6 +51,8 @@ STOCK_ENGINES = (
 )
 ENGINE_NAMES = ("docmemo", "static@K", *RANKING_ENGINES, *STOCK_ENGINES, *ABLATIONS)
 _STATIC_AT = re.compile(r"static@([1-9][0-9]*)")
+NO_BUDGET = BudgetSettings()
+"""A ranking baseline's budget: its rounds alone (it makes no calls of its own to count)."""
 
 
 def static_k(name: str) -> int | None:
@@ -203,10 +205,10 @@ class RankingEngine(EvalEngine):
     """Reads the first-round ranking in rounds, choosing each round's pages by a policy.
 
     ``static@K`` is one round of K pages; ``static-paged`` and ``neighbours`` read DocMemo's
-    round sizes (``round_pages``) and stop by DocMemo's rule: when the reader's status is
-    "answered" (trusted as :func:`~llama_index_docmemo.loop.trust.trusts_answer` says),
-    "unanswerable" once ``min_rounds_before_unanswerable`` rounds have been read, or with nothing
-    found after ``give_up_after_pages`` pages (:func:`~llama_index_docmemo.loop.trust.gives_up`).
+    round sizes (``round_pages``) and stop by DocMemo's own policy,
+    :func:`~llama_index_docmemo.loop.trust.stop_reason`: a trusted "answered", "unanswerable"
+    once ``min_rounds_before_unanswerable`` rounds (or the whole document) were read, nothing
+    found after ``give_up_after_pages`` pages, or the last round.
     """
 
     def __init__(
@@ -245,6 +247,7 @@ class RankingEngine(EvalEngine):
         n_pages = self.ranking.n_pages(item.doc)
         loop = self.ranking.config.loop
         rounds = len(self.round_pages)
+        settings = loop.model_copy(update={"rounds": rounds, "static": rounds == 1})
         for round_, k in enumerate(self.round_pages, start=1):
             records = self._fetch(item, state, self._next(item, state, order, k))
             if not records:
@@ -272,26 +275,18 @@ class RankingEngine(EvalEngine):
                 ref for ref in feedback.useful_pages if ref in shown and ref not in state.useful
             ]
             state.answer, state.status = feedback.answer, feedback.status
-            if final:
-                state.stop_reason = "static" if rounds == 1 else "max_rounds"
-            elif trusts_answer(
-                feedback.status,
+            outcome = RoundOutcome(
+                round=round_,
+                shown=len(shown),
+                status=feedback.status,
                 useful_so_far=len(state.useful),
-                needs_evidence=loop.answer_needs_evidence,
-            ):
-                state.stop_reason = "answered"
-                break
-            elif (
-                feedback.status == "unanswerable" and round_ >= loop.min_rounds_before_unanswerable
-            ):
-                state.stop_reason = "unanswerable"
-                break
-            elif gives_up(
                 pages_read=len(state.read),
-                useful_so_far=len(state.useful),
-                after_pages=loop.give_up_after_pages,
-            ):
-                state.stop_reason = "no_evidence"
+                explored=round_ >= min(loop.min_rounds_before_unanswerable, rounds)
+                or len(state.read) >= n_pages,
+            )
+            reason = stop_reason(outcome, settings, NO_BUDGET)
+            if reason is not None:
+                state.stop_reason = reason
                 break
         run = QuestionRun(
             engine=self.name,

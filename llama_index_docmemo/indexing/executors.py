@@ -57,6 +57,7 @@ class SerialExecutor(IndexExecutor):
                     indexer.encoder,
                     batch_size=indexer.batch_size,
                     image_long_side=indexer.image_long_side,
+                    layout=indexer.store.layout,
                 )
             except ENCODE_ERRORS as exc:
                 yield failure(job, f"cannot encode: {exc}")

@@ -6,7 +6,7 @@ from pydantic import BaseModel, Field
 
 from llama_index_docmemo.errors import printable
 
-STAGES: tuple[str, ...] = ("parse", "ocr", "schema", "render", "encode", "write")
+STAGES: tuple[str, ...] = ("parse", "ocr", "schema", "render", "encode", "vectors", "write")
 """The per-document stages whose seconds :attr:`IndexReport.stage_seconds` adds up."""
 
 

@@ -28,6 +28,7 @@ from llama_index_docmemo.ingest.pdf import apply_ocr, file_sha256, read_pdf, ren
 from llama_index_docmemo.ingest.structure import build_schema
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store.metadata import metadata_digest
+from llama_index_docmemo.store.validation import lay_out
 from llama_index_docmemo.types import PageEmbedding, PageInput, PageRecord, PageRef
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
     from llama_index_docmemo.encoders.base import PageEncoder
     from llama_index_docmemo.store.base import PageStore
+    from llama_index_docmemo.store.layouts import MultivectorLayout
 
 logger = logging.getLogger(__name__)
 
@@ -256,12 +258,15 @@ def encode_document(
     *,
     batch_size: int,
     image_long_side: int = 1500,
+    layout: MultivectorLayout | None = None,
 ) -> list[PageEmbedding]:
     """Embeddings of the document's pages, ``batch_size`` pages per encoder call.
 
     Image encoders get each page rendered on demand; the next batch is rendered in a
     background thread while the current one is encoded (one thread renders at a time: MuPDF
-    is not thread-safe), so rendering hides behind a GPU's encoding.
+    is not thread-safe), so rendering hides behind a GPU's encoding. With the store's
+    ``layout``, each page also gets the vectors the store writes (``lay_out``: token pooling,
+    MUVERA), here in the worker that encoded it (stage ``"vectors"``), not in the writer.
     """
     records = prepared.records
     seconds = prepared.seconds
@@ -295,6 +300,9 @@ def encode_document(
                     f"encoder {encoder.name} returned {len(out)} embeddings "
                     f"for {len(inputs)} pages of {prepared.job.doc_id}"
                 )
+            if layout is not None:
+                with _timed(seconds, "vectors"):
+                    out = [lay_out(e, layout, encoder.dim) for e in out]
             embeddings.extend(out)
             fault_point("batch-encoded")
     return embeddings

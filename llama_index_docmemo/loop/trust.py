@@ -1,7 +1,7 @@
 """When the reading ends: the loop's stop policy, and the rules it shares with the baselines.
 
-Pure: the loop gathers a round's :class:`RoundOutcome` and asks :func:`stop_reason`; the ranking
-baselines apply :func:`trusts_answer` and :func:`gives_up` the same way.
+Pure: the loop and the evaluation's ranking baselines (``static-paged``, ``neighbours``) each
+gather a round's :class:`RoundOutcome` and ask :func:`stop_reason`, so both stop by one policy.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from llama_index_docmemo.memory.schema import DocumentSchema
+from llama_index_docmemo.store.layouts import MultivectorLayout
 from llama_index_docmemo.types import (
     PageEmbedding,
     PageFilter,
@@ -39,6 +40,12 @@ class PageStore(ABC):
 
     encoder_name: str
     dim: int
+
+    @property
+    def layout(self) -> MultivectorLayout | None:
+        """The layout pages are written in, for indexing workers to lay pages out in beside
+        their encoder (``validation.lay_out``); None: the store computes its vectors itself."""
+        return None
 
     @property
     def encoder_settings(self) -> dict[str, Any]:

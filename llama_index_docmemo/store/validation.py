@@ -9,21 +9,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from llama_index_docmemo.errors import DocumentRejectedError, StoreError
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store import access, ids
-from llama_index_docmemo.store.layouts import MultivectorLayout
+from llama_index_docmemo.store.layouts import MULTI, MultivectorLayout
 from llama_index_docmemo.store.payloads import (
     REVISION,
     PointData,
     document_payload,
     page_payload,
 )
-from llama_index_docmemo.types import PageEmbedding, PageRecord, SparseVector
+from llama_index_docmemo.types import PageEmbedding, PageRecord, SparseVector, StoredVectors
 
 
 def dense(array: object, shape: tuple[int | None, ...], what: str) -> np.ndarray:
@@ -85,6 +85,41 @@ def checked_embedding(
     if grid is not None and (len(grid) != 2 or int(grid[0]) * int(grid[1]) != len(multi)):
         raise StoreError(f"{what}: patch grid {grid} does not hold {len(multi)} vectors")
     return CheckedEmbedding(multi, pooled, lexical, grid)
+
+
+def lay_out(embedding: PageEmbedding, layout: MultivectorLayout, dim: int) -> PageEmbedding:
+    """``embedding`` with the vectors ``layout`` stores for it attached (:class:`StoredVectors`),
+    for a worker to compute beside its encoder. An embedding the store would reject is returned
+    as it is: the write rejects it, naming its document and page."""
+    try:
+        checked = checked_embedding(embedding, dim, use_sparse=False, what="page")
+        vectors = layout.page_vectors(checked.multi, checked.pooled, checked.grid)
+    except StoreError:
+        return embedding
+    return replace(embedding, stored=StoredVectors(layout.payload(), vectors))
+
+
+def stored_vectors(
+    stored: StoredVectors | None, layout: MultivectorLayout, dim: int, what: str
+) -> dict[str, np.ndarray] | None:
+    """Checked laid-out vectors when they were made for ``layout``, else None (compute them)."""
+    if stored is None or stored.layout != layout.payload():
+        return None
+    first = layout.first_stage_vector
+    if set(stored.vectors) != {MULTI, first}:
+        raise StoreError(
+            f"{what}: laid-out vectors {sorted(stored.vectors)}, the layout stores "
+            f"{sorted({MULTI, first})}"
+        )
+    first_shape: tuple[int | None, ...] = {
+        "mean": (dim,),
+        "rows_cols": (None, dim),
+        "muvera": (layout.first_stage_dim,),
+    }[layout.first_stage]
+    return {
+        MULTI: dense(stored.vectors[MULTI], (None, dim), f"{what}: laid-out {MULTI}"),
+        first: dense(stored.vectors[first], first_shape, f"{what}: laid-out {first}"),
+    }
 
 
 def _check_names(schema: DocumentSchema, doc: str) -> None:
@@ -156,10 +191,11 @@ def _document_points(
         what = f"{doc} page {record.page}"
         _check_record(record, schema, seen, what)
         vectors = checked_embedding(embedding, dim, use_sparse=use_sparse, what=what)
+        laid_out = stored_vectors(embedding.stored, layout, dim, what)
         points.append(
             PointData(
                 id=ids.page_point_id(record_point.id, rev, record.page),
-                dense=layout.page_vectors(vectors.multi, vectors.pooled, vectors.grid),
+                dense=laid_out or layout.page_vectors(vectors.multi, vectors.pooled, vectors.grid),
                 sparse=vectors.sparse,
                 payload=page_payload(record, rev, pending=True),
             )
