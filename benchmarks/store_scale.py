@@ -53,6 +53,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store import EdgePageStore, MultivectorLayout
@@ -614,6 +615,53 @@ def markdown(rows: list[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _first_stage_scores(doc: int) -> tuple[int, np.ndarray, np.ndarray]:
+    """In a producer process: one document's MUVERA encodings (float16, as stored) and the
+    pages' exact MaxSim scores."""
+    assert _producer is not None and _producer.queries is not None
+    pages, _ = _producer.corpus.document(doc)
+    with threadpool_limits(limits=1, user_api="blas"):
+        encodings = np.stack([_producer.layout.muvera.encode_page(p) for p in pages])
+    return doc, encodings.astype(np.float16), _producer.queries.scores_of(pages)
+
+
+def candidate_recall(corpus: Corpus, queries: list[np.ndarray], producers: int) -> str:
+    """The page-image default's first stage without the graph or the rerank: recall of the exact
+    MaxSim top-10 among the exact MUVERA top-P, so a store's loss can be told apart into MUVERA's
+    own, the HNSW search's and the pooled rerank's (no store is built)."""
+    layout = PAGE_IMAGE_LAYOUT
+    exact = ExactMaxSim(corpus, queries)
+    encodings = np.zeros((corpus.n_pages, layout.muvera.dimension()), dtype=np.float16)
+    with ProcessPoolExecutor(
+        max(producers, 1),
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_start_producer,
+        initargs=(Producer(corpus, exact, layout),),
+    ) as pool:
+        for doc, encoded, scores in pool.map(
+            _first_stage_scores, range(corpus.n_docs), chunksize=4
+        ):
+            encodings[doc * PAGES_PER_DOC : doc * PAGES_PER_DOC + len(encoded)] = encoded
+            exact.add(doc, scores)
+    truth = exact.top()
+    encoded_queries = np.stack([layout.muvera.encode_query(q) for q in queries])
+    scores = np.concatenate(
+        [
+            encodings[i : i + 10_000].astype(np.float32) @ encoded_queries.T
+            for i in range(0, corpus.n_pages, 10_000)
+        ]
+    )
+    order = np.argsort(-scores, axis=0, kind="stable").T
+    lines = [f"exact MUVERA first stage, {corpus.n_pages:,} pages, {len(queries)} queries:"]
+    for depth in (100, 200, 400, 800, 1600):
+        if depth <= corpus.n_pages:
+            found = [
+                len(set(t) & set(o[:depth])) / TOP_K for t, o in zip(truth, order, strict=True)
+            ]
+            lines.append(f"  top-{depth}: recall of the exact top-10 {np.mean(found):.3f}")
+    return "\n".join(lines)
+
+
 def colqwen_tiny(pages: int, workdir: Path) -> str:
     """The tiny random ColQwen2.5 through render -> encode -> every layout -> search: each
     layout's top-3 for 8 queries against exact MaxSim over the unpooled vectors (token pooling
@@ -700,6 +748,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--colqwen-tiny", action="store_true", help="run the tiny ColQwen through every layout"
     )
+    parser.add_argument(
+        "--candidate-recall",
+        action="store_true",
+        help="no store: recall of the exact top-10 among the exact MUVERA top-P (the first "
+        "stage's own loss, without HNSW or the pooled rerank)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--producers",
@@ -717,6 +771,9 @@ def main(argv: list[str] | None = None) -> None:
             print(colqwen_tiny(min(args.pages, 64), workdir))
             return
         corpus = Corpus(args.pages, args.vectors, seed=args.seed, dim=args.dim)
+        if args.candidate_recall:
+            print(candidate_recall(corpus, corpus.queries(args.queries)[0], args.producers))
+            return
         queries, _ = corpus.queries(args.queries)
         cached = args.truth is not None and args.truth.is_file()
         truth: np.ndarray | None = np.load(args.truth) if cached else None

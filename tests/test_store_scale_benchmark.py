@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import store_scale as bench  # noqa: E402  (importable by name: --producers spawns processes)
@@ -55,3 +56,13 @@ def test_producers_lay_pages_out_and_build_the_same_store(tmp_path: Path) -> Non
         (rows[producers],) = json.loads(out.read_text())
     for key in ("recall_at_10", "vector_bytes_per_page", "pages"):
         assert rows[1][key] == rows[0][key], key
+
+
+def test_candidate_recall_ranks_with_muvera_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    bench.main(["--pages", "300", "--vectors", "48", "--queries", "6", "--candidate-recall"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("exact MUVERA first stage, 300 pages")
+    recalls = [float(line.rsplit(" ", 1)[1]) for line in lines[1:]]
+    assert len(recalls) == 2  # top-100 and top-200 of the 300 pages
+    assert recalls[0] <= recalls[1] <= 1.0
+    assert recalls[0] > 0.6  # a random top-100 of 300 pages holds a third of the top-10
