@@ -244,6 +244,18 @@ class ExactMaxSim:
             [sims[:, a:b].sum(1) for a, b in zip(self.bounds[:-1], self.bounds[1:], strict=True)]
         )
 
+    def without_scores(self) -> ExactMaxSim:
+        """A copy that scores pages but holds no score table: what a producer process is sent."""
+        copy = object.__new__(ExactMaxSim)
+        copy.flat, copy.bounds, copy.vectors, copy.dim = (
+            self.flat,
+            self.bounds,
+            self.vectors,
+            self.dim,
+        )
+        copy.scores = np.empty((len(self.bounds) - 1, 0), dtype=np.float32)
+        return copy
+
     def add(self, doc: int, scores: np.ndarray) -> None:
         """A document's (queries, pages) scores, from :meth:`scores_of`."""
         start = doc * PAGES_PER_DOC
@@ -336,11 +348,7 @@ def documents(
                 times.truth_s += time.perf_counter() - started
             yield doc, page_embeddings(corpus, pages)
         return
-    queries = None
-    if exact is not None:  # the queries without the (queries, pages) score table
-        queries = ExactMaxSim.__new__(ExactMaxSim)
-        queries.flat, queries.bounds = exact.flat, exact.bounds
-        queries.vectors, queries.dim = exact.vectors, exact.dim
+    queries = None if exact is None else exact.without_scores()
     with ProcessPoolExecutor(
         producers,
         mp_context=multiprocessing.get_context("spawn"),
@@ -636,7 +644,7 @@ def candidate_recall(corpus: Corpus, queries: list[np.ndarray], producers: int) 
         max(producers, 1),
         mp_context=multiprocessing.get_context("spawn"),
         initializer=_start_producer,
-        initargs=(Producer(corpus, exact, layout),),
+        initargs=(Producer(corpus, exact.without_scores(), layout),),
     ) as pool:
         for doc, encoded, scores in pool.map(
             _first_stage_scores, range(corpus.n_docs), chunksize=4
