@@ -57,7 +57,7 @@ from threadpoolctl import threadpool_limits
 
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store import EdgePageStore, MultivectorLayout
-from llama_index_docmemo.store.layouts import PAGE_IMAGE_LAYOUT
+from llama_index_docmemo.store.layouts import PAGE_IMAGE_LAYOUT, pool_tokens
 from llama_index_docmemo.store.muvera import Muvera
 from llama_index_docmemo.store.plans import DEFAULT_PREFETCH
 from llama_index_docmemo.store.validation import lay_out
@@ -114,6 +114,10 @@ LAYOUTS: dict[str, MultivectorLayout] = {
     ),
     "muvera-t8-pool4": MultivectorLayout(
         first_stage="muvera", storage="turbo8", token_pool_factor=4
+    ),
+    "muvera-t4": MultivectorLayout(first_stage="muvera", storage="turbo4"),
+    "muvera-t4-pool2": MultivectorLayout(
+        first_stage="muvera", storage="turbo4", token_pool_factor=2
     ),
     "muvera2k-t8-pool2": MultivectorLayout(
         first_stage="muvera", storage="turbo8", token_pool_factor=2, muvera=Muvera(reps=8)
@@ -410,6 +414,19 @@ def major_faults() -> int:
     return int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[9])
 
 
+def read_into_page_cache(path: Path) -> float:
+    """Read every file of the store once (seconds taken), so its searches are timed on the page
+    cache a node that has served for a while holds, not on the disk reads of the first queries
+    after a build (at 100,000 pages those doubled the CPU of a search: docs/backends.md)."""
+    started = time.perf_counter()
+    for file in path.rglob("*"):
+        if file.is_file():
+            with file.open("rb") as f:
+                while f.read(1 << 24):
+                    pass
+    return time.perf_counter() - started
+
+
 def folder_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
@@ -464,12 +481,14 @@ class Row:
     fixed_bytes: float = 0.0
     """Disk a store takes before its pages (the fit's intercept: preallocated chunks, log)."""
     disk_parts_per_page: dict[str, float] | None = None
+    segments: int = 0
+    """The store's segments while searching (each is searched on its own)."""
 
     def json_row(self) -> dict[str, object]:
         keys = ("layout", "pages", "vectors", "dim", "prefetch", "p50_ms", "p95_ms")
         keys += ("cpu_p50_ms", "recall_at_10", "disk_bytes_per_page", "ram_bytes_per_page")
         keys += ("vector_bytes_per_page", "marginal_bytes_per_page", "fixed_bytes")
-        keys += ("rss_bytes", "build_s", "default")
+        keys += ("rss_bytes", "build_s", "segments", "default")
         return {k: getattr(self, k) for k in keys}
 
 
@@ -568,10 +587,12 @@ def measure(
     disk = folder_bytes(path)
     parts = disk_parts(path)
     rss_before = memory()["VmRSS"]
-    print(f"  layout {name}: searching", flush=True)
+    cached_s = read_into_page_cache(path)
+    print(f"  layout {name}: searching ({cached_s:,.0f} s to read the store once)", flush=True)
     store = EdgePageStore(path)  # reopened from its path alone: what a reader sees
     try:
         rows = search_rows(store, name, corpus, queries, truth, prefetches, rss_before)
+        segments = store.shard.info().segments_count
     finally:
         store.close()
     shutil.rmtree(path, ignore_errors=True)
@@ -585,6 +606,7 @@ def measure(
         row.vector_bytes_per_page = vector_bytes
         row.fixed_bytes, row.marginal_bytes_per_page = fixed, marginal
         row.disk_parts_per_page = {k: v / corpus.n_pages for k, v in parts.items()}
+        row.segments = segments
     return rows, truth, times
 
 
@@ -595,7 +617,7 @@ def accounting(row: Row, times: BuildTimes) -> str:
         f"  {row.layout.split('@')[0]}: {row.disk_bytes_per_page:,.0f} B/page on disk at "
         f"{row.pages:,} pages = {row.fixed_bytes / 2**20:,.0f} MiB fixed + "
         f"{row.marginal_bytes_per_page:,.0f} B a page (vector data from the layout: "
-        f"{row.vector_bytes_per_page:,} B a page)",
+        f"{row.vector_bytes_per_page:,} B a page), {row.segments} segments",
         f"    build: generate {times.generate_s:,.0f} s, ground truth {times.truth_s:,.0f} s, "
         f"lay out {times.vectors_s:,.0f} s (in producers; else inside the writes), "
         f"write {times.write_s:,.0f} s, index {times.index_s:,.0f} s",
@@ -623,51 +645,156 @@ def markdown(rows: list[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _first_stage_scores(doc: int) -> tuple[int, np.ndarray, np.ndarray]:
-    """In a producer process: one document's MUVERA encodings (float16, as stored) and the
-    pages' exact MaxSim scores."""
+CANDIDATE_STAGES: dict[str, Muvera | None] = {
+    "muvera": PAGE_IMAGE_LAYOUT.muvera,
+    "muvera k5-r8": Muvera(k_sim=5, reps=8),
+    "muvera 2k": Muvera(reps=8),
+    "mean": None,
+}
+"""First stages compared by ``--candidate-recall``: the default MUVERA, one of its size with more
+buckets and fewer repetitions, one of half its size, and the page's mean (None)."""
+
+
+def _stage_vector(stage: Muvera | None, vectors: np.ndarray, *, page: bool) -> np.ndarray:
+    """What a first stage stores for a page (or is queried with): a MUVERA encoding, else the
+    unit-length mean."""
+    if stage is None:
+        return _unit(vectors.mean(axis=0))
+    return stage.encode_page(vectors) if page else stage.encode_query(vectors)
+
+
+CANDIDATE_DEPTHS = (100, 200, 400, 800, 1600)
+POOL_FACTORS = (2, 3)
+RERANK_DEPTH = 400
+"""Deepest first-stage candidates the pooled reranks are simulated on (each pools its pages)."""
+RERANKED_STAGES = ("muvera", "mean")
+"""The first stages whose candidates the pooled reranks are simulated on (pooling costs 27 ms a
+page: the union of every stage's candidates would take most of an hour at 100,000 pages)."""
+
+
+def _first_stage_scores(doc: int) -> tuple[int, dict[str, np.ndarray], np.ndarray]:
+    """In a producer process: one document's vectors for each compared first stage (float16,
+    as stored) and the pages' exact MaxSim scores."""
     assert _producer is not None and _producer.queries is not None
     pages, _ = _producer.corpus.document(doc)
     with threadpool_limits(limits=1, user_api="blas"):
-        encodings = np.stack([_producer.layout.muvera.encode_page(p) for p in pages])
-    return doc, encodings.astype(np.float16), _producer.queries.scores_of(pages)
+        encodings = {
+            name: np.stack([_stage_vector(stage, p, page=True) for p in pages]).astype(np.float16)
+            for name, stage in CANDIDATE_STAGES.items()
+        }
+    return doc, encodings, _producer.queries.scores_of(pages)
+
+
+def _pooled_scores(job: tuple[int, list[int]]) -> tuple[int, list[int], dict[int, np.ndarray]]:
+    """In a producer process: the (queries, pages) MaxSim of the named pages of one document
+    over their vectors pooled by each of :data:`POOL_FACTORS` (float32: the rerank without
+    turbo8's coding error)."""
+    assert _producer is not None and _producer.queries is not None
+    doc, pages = job
+    vectors, _ = _producer.corpus.document(doc)
+    exact = _producer.queries
+    scores: dict[int, np.ndarray] = {}
+    with threadpool_limits(limits=1, user_api="blas"):
+        for factor in POOL_FACTORS:
+            pooled = [pool_tokens(vectors[p], factor) for p in pages]
+            sims = [(v @ exact.flat.T).max(axis=0) for v in pooled]  # (query vectors,) each
+            scores[factor] = np.array(
+                [
+                    [s[a:b].sum() for s in sims]
+                    for a, b in zip(exact.bounds[:-1], exact.bounds[1:], strict=True)
+                ],
+                dtype=np.float32,
+            )
+    return doc, pages, scores
+
+
+def _recall(truth: np.ndarray, ranked: np.ndarray, depth: int = TOP_K) -> float:
+    """Mean share of each query's exact top-10 among its first ``depth`` ranked pages."""
+    return float(
+        np.mean([len(set(t) & set(r[:depth])) / TOP_K for t, r in zip(truth, ranked, strict=True)])
+    )
 
 
 def candidate_recall(corpus: Corpus, queries: list[np.ndarray], producers: int) -> str:
-    """The page-image default's first stage without the graph or the rerank: recall of the exact
-    MaxSim top-10 among the exact MUVERA top-P, so a store's loss can be told apart into MUVERA's
-    own, the HNSW search's and the pooled rerank's (no store is built)."""
-    layout = PAGE_IMAGE_LAYOUT
+    """Each stage's own loss, without a store (no HNSW, no turbo coding): recall of the exact
+    MaxSim top-10 among the exact top-P of each compared first stage, then after an exact MaxSim
+    rerank of those P pages over their vectors pooled by 2 and by 3 (float32). What a store
+    loses beyond these is its HNSW search's and its coding's."""
     exact = ExactMaxSim(corpus, queries)
-    encodings = np.zeros((corpus.n_pages, layout.muvera.dimension()), dtype=np.float16)
+    encodings = {
+        name: np.zeros(
+            (corpus.n_pages, corpus.dim if stage is None else stage.dimension()), dtype=np.float16
+        )
+        for name, stage in CANDIDATE_STAGES.items()
+    }
+    producer = Producer(corpus, exact.without_scores(), PAGE_IMAGE_LAYOUT)
     with ProcessPoolExecutor(
         max(producers, 1),
         mp_context=multiprocessing.get_context("spawn"),
         initializer=_start_producer,
-        initargs=(Producer(corpus, exact.without_scores(), layout),),
+        initargs=(producer,),
     ) as pool:
         for doc, encoded, scores in pool.map(
             _first_stage_scores, range(corpus.n_docs), chunksize=4
         ):
-            encodings[doc * PAGES_PER_DOC : doc * PAGES_PER_DOC + len(encoded)] = encoded
+            for name, values in encoded.items():
+                encodings[name][doc * PAGES_PER_DOC : doc * PAGES_PER_DOC + len(values)] = values
             exact.add(doc, scores)
-    truth = exact.top()
-    encoded_queries = np.stack([layout.muvera.encode_query(q) for q in queries])
-    scores = np.concatenate(
-        [
-            encodings[i : i + 10_000].astype(np.float32) @ encoded_queries.T
-            for i in range(0, corpus.n_pages, 10_000)
+        truth = exact.top()
+        depths = [d for d in CANDIDATE_DEPTHS if d <= corpus.n_pages]
+        orders = {}
+        for name, stage in CANDIDATE_STAGES.items():
+            encoded_queries = np.stack([_stage_vector(stage, q, page=False) for q in queries])
+            scores = np.concatenate(
+                [
+                    encodings[name][i : i + 10_000].astype(np.float32) @ encoded_queries.T
+                    for i in range(0, corpus.n_pages, 10_000)
+                ]
+            )
+            orders[name] = np.argsort(-scores, axis=0, kind="stable").T[:, : max(depths)]
+        rerank_depth = min(RERANK_DEPTH, corpus.n_pages)
+        wanted = np.unique(
+            np.concatenate([orders[name][:, :rerank_depth].ravel() for name in RERANKED_STAGES])
+        )
+        pooled = {f: np.full(exact.scores.shape, -np.inf, dtype=np.float32) for f in POOL_FACTORS}
+        jobs = [
+            (
+                int(doc),
+                [int(p) - int(doc) * PAGES_PER_DOC for p in wanted[wanted // PAGES_PER_DOC == doc]],
+            )
+            for doc in np.unique(wanted // PAGES_PER_DOC)
         ]
-    )
-    order = np.argsort(-scores, axis=0, kind="stable").T
-    lines = [f"exact MUVERA first stage, {corpus.n_pages:,} pages, {len(queries)} queries:"]
-    for depth in (100, 200, 400, 800, 1600):
-        if depth <= corpus.n_pages:
-            found = [
-                len(set(t) & set(o[:depth])) / TOP_K for t, o in zip(truth, order, strict=True)
-            ]
-            lines.append(f"  top-{depth}: recall of the exact top-10 {np.mean(found):.3f}")
-    return "\n".join(lines)
+        for doc, pages, scores in pool.map(_pooled_scores, jobs, chunksize=4):
+            for factor, values in scores.items():
+                pooled[factor][:, [doc * PAGES_PER_DOC + p for p in pages]] = values
+    lines = [
+        f"exact first stages and pooled reranks, {corpus.n_pages:,} pages, {len(queries)} "
+        f"queries (recall of the exact MaxSim top-{TOP_K}; rerank: of the top-P by pooled MaxSim):",
+        "| first stage | values | " + " | ".join(f"top-{d}" for d in depths) + " |",
+        "|---|---:|" + "---:|" * len(depths),
+    ]
+    reranked: list[str] = []
+    for name, order in orders.items():
+        row = [_recall(truth, order, d) for d in depths]
+        lines.append(
+            f"| {name} | {encodings[name].shape[1]:,} | "
+            + " | ".join(f"{r:.3f}" for r in row)
+            + " |"
+        )
+        for factor in POOL_FACTORS if name in RERANKED_STAGES else ():
+            cells = []
+            for d in depths:
+                if d > rerank_depth:
+                    cells.append("-")
+                    continue
+                candidates = order[:, :d]
+                values = np.take_along_axis(pooled[factor], candidates, axis=1)
+                ranked = np.take_along_axis(
+                    candidates, np.argsort(-values, axis=1, kind="stable"), 1
+                )
+                cells.append(f"{_recall(truth, ranked):.3f}")
+            reranked.append(f"| {name} + pool {factor} | | " + " | ".join(cells) + " |")
+    return "\n".join([*lines, *reranked])
 
 
 def colqwen_tiny(pages: int, workdir: Path) -> str:
@@ -759,8 +886,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--candidate-recall",
         action="store_true",
-        help="no store: recall of the exact top-10 among the exact MUVERA top-P (the first "
-        "stage's own loss, without HNSW or the pooled rerank)",
+        help="no store: recall of the exact top-10 among each exact first stage's top-P, then "
+        "after exact reranks pooled by 2 and 3 (each stage's own loss: no HNSW, no coding)",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(

@@ -35,8 +35,14 @@ PREVIOUS_PAGE_IMAGE_LAYOUT = MultivectorLayout(
     first_stage="mean", storage="float16", quantization="binary", oversampling=2.0
 )
 """``PAGE_IMAGE_LAYOUT`` until 0.2 dev: stores created with it keep it."""
+POOL3_PAGE_IMAGE_LAYOUT = MultivectorLayout(
+    first_stage="muvera", storage="turbo8", token_pool_factor=3
+)
+"""``PAGE_IMAGE_LAYOUT`` later in 0.2 dev (16 x 16 MUVERA, pooled by 3)."""
 
 ROWS_COLS = MultivectorLayout(first_stage="rows_cols", storage="float16")
+TURBO4_RTOL = 0.2
+"""4 bits a value on the corpus's 16-d vectors: up to 11% off a score measured (128-d: ~1%)."""
 LAYOUTS = [
     MultivectorLayout(),
     MultivectorLayout(storage="float16", quantization="scalar"),
@@ -128,13 +134,53 @@ def test_backends_agree_on_every_layout(tmp_path: Path, layout: MultivectorLayou
     assert_backends_agree(tmp_path, layout, rtol=rtol, exact_on="edge", scored=corpus())
 
 
+def test_turbo4_originals_score_within_their_coding_error_on_both_backends(
+    tmp_path: Path,
+) -> None:
+    """4-bit originals: Edge scores the codes, qdrant-client's local mode the float32 values
+    sent. Near ties may swap, so: each page both return scores within a few percent, and
+    Edge's top 5 keeps at least 4 of the exact top 5 (a wrong datatype, or scores of the
+    wrong vector, breaks both; originals left as floats score exactly)."""
+    layout = MultivectorLayout(first_stage="muvera", storage="turbo4")
+    coded: list[float] = []
+    stores = {
+        name: open_store_on(name, tmp_path / name, layout=layout, sparse=False)
+        for name in ("edge", "client")
+    }
+    try:
+        for store in stores.values():
+            for document in corpus():
+                store.upsert_document(*document)
+        for seed in range(3):
+            query = make_query(seed, sparse=False)
+            edge, client = (
+                {h.ref: h.score for h in store.search(query, limit=5, prefetch_limit=50)}
+                for store in stores.values()
+            )
+            exact = [ref for ref, _ in maxsim_ranking(corpus(), query)[:5]]
+            assert list(client) == exact
+            assert len(set(edge) & set(exact)) >= 4
+            errors = [abs(edge[r] - client[r]) / client[r] for r in set(edge) & set(client)]
+            assert max(errors) < TURBO4_RTOL
+            coded.append(max(errors))
+    finally:
+        for store in stores.values():
+            store.close()
+    assert max(coded) > 1e-3  # Edge scored the 4-bit codes, not the values sent
+
+
 def test_backends_agree_on_the_page_image_default_scored_on_its_pooled_vectors(
     tmp_path: Path,
 ) -> None:
     """The default pools at ingest: both backends rank as exact MaxSim over the pooled pages
     (qdrant-client's local mode scores the float32 values sent, Edge the turbo8 codes)."""
+    factor = PAGE_IMAGE_LAYOUT.token_pool_factor
     pooled = [
-        (schema, records, [PageEmbedding(pool_tokens(e.multivector, 3), e.pooled) for e in pages])
+        (
+            schema,
+            records,
+            [PageEmbedding(pool_tokens(e.multivector, factor), e.pooled) for e in pages],
+        )
         for schema, records, pages in corpus()
     ]
     assert_backends_agree(tmp_path, PAGE_IMAGE_LAYOUT, rtol=1e-2, exact_on="client", scored=pooled)
@@ -145,6 +191,7 @@ def test_vector_bytes_count_what_the_layout_stores() -> None:
     for layout, per_value in (
         (MultivectorLayout(), 4),
         (PREVIOUS_PAGE_IMAGE_LAYOUT, 2 + 1 / 8),
+        (MultivectorLayout(storage="turbo4", quantization="binary"), 1 / 2 + 1 / 8),
         (MultivectorLayout(storage="turbo8", quantization="turbo4", token_pool_factor=4), 1.5),
         (MultivectorLayout(storage="float16", quantization="scalar", token_pool_factor=2), 3),
     ):
@@ -156,27 +203,33 @@ def test_vector_bytes_count_what_the_layout_stores() -> None:
     assert muvera.vector_bytes(60, DIM) == 20 * DIM + 4096 * 2
 
 
-# Disk a page adds beyond its vector data (graph, turbo8 offsets, payload and its indexes, ids):
-# benchmarks/store_scale.py at 10,000 ColQwen-shaped pages fitted 49,152 B a page for the
-# page-image default against its 40,960 B of vectors (plus 283 MiB fixed a store).
-MEASURED_OVERHEAD_BYTES = 49_152 - 40_960
+# Disk a page takes beyond its vector data (graph, turbo8 offsets, payload and its indexes, ids,
+# the store's fixed part shared out): benchmarks/store_scale.py at 100,000 ColQwen-shaped pages
+# measured 63,490 B a page for the page-image default against its 57,344 B of vectors.
+MEASURED_OVERHEAD_BYTES = 63_490 - 57_344
 
 
 def test_the_page_image_default_stays_within_64_kb_a_colqwen_page() -> None:
-    """768 x 128 (ColQwen2.5's patch grid): a default drifting to a layout of float16 or
-    unpooled originals (the previous default: 213 KB) fails here."""
+    """768 x 128 (ColQwen2.5's patch grid), at 100,000 pages: a default drifting to a layout of
+    float16 or unpooled originals (the 0.1 default: 213 KB) fails here."""
     stored = PAGE_IMAGE_LAYOUT.vector_bytes(768, 128, (32, 24)) + MEASURED_OVERHEAD_BYTES
     assert stored <= 64 * 1024
     assert PREVIOUS_PAGE_IMAGE_LAYOUT.vector_bytes(768, 128, (32, 24)) > 64 * 1024
 
 
-def test_a_store_made_with_the_previous_default_keeps_it(tmp_path: Path) -> None:
-    with open_store(
-        tmp_path / "old", encoder=_Encoder("image"), layout=PREVIOUS_PAGE_IMAGE_LAYOUT
-    ) as old:
+@pytest.mark.parametrize(
+    "previous", [PREVIOUS_PAGE_IMAGE_LAYOUT, POOL3_PAGE_IMAGE_LAYOUT], ids=["mean-bq", "pool3"]
+)
+def test_a_store_made_with_a_previous_default_keeps_it(
+    tmp_path: Path, previous: MultivectorLayout
+) -> None:
+    """Reopened, a store keeps its own layout, MUVERA parameters included: queried with the new
+    default's encoding, a 16 x 16 MUVERA store would rank by a meaningless dot product."""
+    assert previous != PAGE_IMAGE_LAYOUT
+    with open_store(tmp_path / "old", encoder=_Encoder("image"), layout=previous) as old:
         old.upsert_document(*corpus()[0])
     with open_store(tmp_path / "old", encoder=_Encoder("image")) as reopened:
-        assert reopened.layout == PREVIOUS_PAGE_IMAGE_LAYOUT  # type: ignore[attr-defined]
+        assert reopened.layout == previous  # type: ignore[attr-defined]
         assert len(reopened.search(make_query(1, sparse=False), limit=3)) == 3
 
 

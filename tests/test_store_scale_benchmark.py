@@ -58,11 +58,27 @@ def test_producers_lay_pages_out_and_build_the_same_store(tmp_path: Path) -> Non
         assert rows[1][key] == rows[0][key], key
 
 
-def test_candidate_recall_ranks_with_muvera_alone(capsys: pytest.CaptureFixture[str]) -> None:
+def test_candidate_recall_tables_each_first_stage_and_pooled_rerank(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     bench.main(["--pages", "300", "--vectors", "48", "--queries", "6", "--candidate-recall"])
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("exact MUVERA first stage, 300 pages")
-    recalls = [float(line.rsplit(" ", 1)[1]) for line in lines[1:]]
-    assert len(recalls) == 2  # top-100 and top-200 of the 300 pages
-    assert recalls[0] <= recalls[1] <= 1.0
-    assert recalls[0] > 0.6  # a random top-100 of 300 pages holds a third of the top-10
+    assert lines[0].startswith("exact first stages and pooled reranks, 300 pages, 6 queries")
+    assert lines[1] == "| first stage | values | top-100 | top-200 |"
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[3:]]
+    cells = {row[0]: row[1:] for row in rows}
+    assert set(cells) == {
+        *bench.CANDIDATE_STAGES,
+        *(f"{s} + pool {f}" for s in bench.RERANKED_STAGES for f in bench.POOL_FACTORS),
+    }
+    assert cells["muvera"][0] == "4,096" and cells["muvera 2k"][0] == "2,048"
+    assert cells["mean"][0] == "128"  # the vectors' own width (--dim)
+    for stage in bench.CANDIDATE_STAGES:
+        top100, top200 = (float(c) for c in cells[stage][1:])
+        assert 0.6 < top100 <= top200 <= 1.0  # a random top-100 of 300 holds a third
+    for stage in bench.RERANKED_STAGES:
+        for factor in bench.POOL_FACTORS:
+            reranked = [float(c) for c in cells[f"{stage} + pool {factor}"][1:]]
+            # the rerank's top-10 comes from the P candidates: it cannot find more than they hold
+            found = [float(c) for c in cells[stage][1:]]
+            assert all(0.0 < r <= f for r, f in zip(reranked, found, strict=True))

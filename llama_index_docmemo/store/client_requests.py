@@ -91,6 +91,7 @@ _DATATYPES = {
     "float32": None,
     "float16": models.Datatype.FLOAT16,
     "turbo8": models.Datatype.TURBO8,
+    "turbo4": models.Datatype.TURBO4,
 }
 
 

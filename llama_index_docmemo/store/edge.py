@@ -126,6 +126,7 @@ _DATATYPES = {
     "float32": None,
     "float16": qe.VectorStorageDatatype.Float16,
     "turbo8": qe.VectorStorageDatatype.Turbo8,
+    "turbo4": qe.VectorStorageDatatype.Turbo4,
 }
 
 
