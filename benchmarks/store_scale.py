@@ -237,13 +237,13 @@ class ExactMaxSim:
     def __init__(self, corpus: Corpus, queries: list[np.ndarray]) -> None:
         self.flat = np.concatenate(queries)
         self.bounds = np.cumsum([0, *(len(q) for q in queries)])
-        self.vectors, self.dim = corpus.vectors, corpus.dim
         self.scores = np.full((len(queries), corpus.n_pages), -np.inf, dtype=np.float32)
 
     def scores_of(self, pages: np.ndarray) -> np.ndarray:
-        """(queries, pages) exact MaxSim of one document's pages."""
-        n = len(pages)
-        sims = (pages.reshape(-1, self.dim) @ self.flat.T).reshape(n, self.vectors, -1).max(axis=1)
+        """(queries, pages) exact MaxSim of (pages, vectors, dim): one document's pages, or one
+        page's pooled vectors."""
+        n, vectors, dim = pages.shape
+        sims = (pages.reshape(-1, dim) @ self.flat.T).reshape(n, vectors, -1).max(axis=1)
         return np.stack(
             [sims[:, a:b].sum(1) for a, b in zip(self.bounds[:-1], self.bounds[1:], strict=True)]
         )
@@ -251,12 +251,7 @@ class ExactMaxSim:
     def without_scores(self) -> ExactMaxSim:
         """A copy that scores pages but holds no score table: what a producer process is sent."""
         copy = object.__new__(ExactMaxSim)
-        copy.flat, copy.bounds, copy.vectors, copy.dim = (
-            self.flat,
-            self.bounds,
-            self.vectors,
-            self.dim,
-        )
+        copy.flat, copy.bounds = self.flat, self.bounds
         copy.scores = np.empty((len(self.bounds) - 1, 0), dtype=np.float32)
         return copy
 
@@ -646,13 +641,14 @@ def markdown(rows: list[Row]) -> str:
 
 
 CANDIDATE_STAGES: dict[str, Muvera | None] = {
-    "muvera": PAGE_IMAGE_LAYOUT.muvera,
+    "muvera k4-r16": Muvera(),
     "muvera k5-r8": Muvera(k_sim=5, reps=8),
     "muvera 2k": Muvera(reps=8),
     "mean": None,
 }
-"""First stages compared by ``--candidate-recall``: the default MUVERA, one of its size with more
-buckets and fewer repetitions, one of half its size, and the page's mean (None)."""
+"""First stages compared by ``--candidate-recall``: MUVERA of 16 buckets x 16 repetitions (the
+earlier default), of 32 x 8 (the same size: ``PAGE_IMAGE_LAYOUT``'s), of 16 x 8 (half the size),
+and the page's mean (None)."""
 
 
 def _stage_vector(stage: Muvera | None, vectors: np.ndarray, *, page: bool) -> np.ndarray:
@@ -667,7 +663,7 @@ CANDIDATE_DEPTHS = (100, 200, 400, 800, 1600)
 POOL_FACTORS = (2, 3)
 RERANK_DEPTH = 400
 """Deepest first-stage candidates the pooled reranks are simulated on (each pools its pages)."""
-RERANKED_STAGES = ("muvera", "mean")
+RERANKED_STAGES = ("muvera k4-r16", "mean")
 """The first stages whose candidates the pooled reranks are simulated on (pooling costs 27 ms a
 page: the union of every stage's candidates would take most of an hour at 100,000 pages)."""
 
@@ -693,18 +689,13 @@ def _pooled_scores(job: tuple[int, list[int]]) -> tuple[int, list[int], dict[int
     doc, pages = job
     vectors, _ = _producer.corpus.document(doc)
     exact = _producer.queries
-    scores: dict[int, np.ndarray] = {}
     with threadpool_limits(limits=1, user_api="blas"):
-        for factor in POOL_FACTORS:
-            pooled = [pool_tokens(vectors[p], factor) for p in pages]
-            sims = [(v @ exact.flat.T).max(axis=0) for v in pooled]  # (query vectors,) each
-            scores[factor] = np.array(
-                [
-                    [s[a:b].sum() for s in sims]
-                    for a, b in zip(exact.bounds[:-1], exact.bounds[1:], strict=True)
-                ],
-                dtype=np.float32,
+        scores = {
+            factor: np.concatenate(
+                [exact.scores_of(pool_tokens(vectors[p], factor)[None]) for p in pages], axis=1
             )
+            for factor in POOL_FACTORS
+        }
     return doc, pages, scores
 
 

@@ -98,12 +98,9 @@ def test_rows_cols_points_carry_the_grid_means_not_the_mean() -> None:
         document_points(schema, records[:1], [bad], dim=DIM, use_sparse=False, layout=ROWS_COLS)
 
 
-def assert_backends_agree(
-    tmp_path: Path, layout: MultivectorLayout, *, rtol: float, exact_on: str, scored: list
-) -> None:
-    """The corpus written to Edge and to qdrant-client in ``layout``: three dense queries get
-    the same pages and scores within ``rtol`` on both, and ``exact_on``'s ranking is exact
-    MaxSim over ``scored`` (the pages as the layout stores them; the whole corpus is prefetched)."""
+def searched_on_both_backends(tmp_path: Path, layout: MultivectorLayout) -> list[tuple]:
+    """The corpus written to Edge and to qdrant-client in ``layout``, then three dense queries
+    on each (the whole corpus prefetched): ``[(query, {"edge": hits, "client": hits}), ...]``."""
     stores = {
         name: open_store_on(name, tmp_path / name, layout=layout, sparse=False)
         for name in ("edge", "client")
@@ -112,18 +109,33 @@ def assert_backends_agree(
         for store in stores.values():
             for document in corpus():
                 store.upsert_document(*document)
+        searched = []
         for seed in range(3):
             query = make_query(seed, sparse=False)
-            got = {
-                name: store.search(query, limit=5, prefetch_limit=50)
-                for name, store in stores.items()
-            }
-            assert_same_hits(got["edge"], got["client"], rtol=rtol)
-            exact = [ref for ref, _ in maxsim_ranking(scored, query)[:5]]
-            assert [h.ref for h in got[exact_on]] == exact
+            searched.append(
+                (
+                    query,
+                    {
+                        name: store.search(query, limit=5, prefetch_limit=50)
+                        for name, store in stores.items()
+                    },
+                )
+            )
+        return searched
     finally:
         for store in stores.values():
             store.close()
+
+
+def assert_backends_agree(
+    tmp_path: Path, layout: MultivectorLayout, *, rtol: float, exact_on: str, scored: list
+) -> None:
+    """Three dense queries get the same pages and scores within ``rtol`` on both backends, and
+    ``exact_on``'s ranking is exact MaxSim over ``scored`` (the pages as the layout stores them)."""
+    for query, got in searched_on_both_backends(tmp_path, layout):
+        assert_same_hits(got["edge"], got["client"], rtol=rtol)
+        exact = [ref for ref, _ in maxsim_ranking(scored, query)[:5]]
+        assert [h.ref for h in got[exact_on]] == exact
 
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=lambda layout: repr(layout)[18:60])
@@ -143,29 +155,14 @@ def test_turbo4_originals_score_within_their_coding_error_on_both_backends(
     wrong vector, breaks both; originals left as floats score exactly)."""
     layout = MultivectorLayout(first_stage="muvera", storage="turbo4")
     coded: list[float] = []
-    stores = {
-        name: open_store_on(name, tmp_path / name, layout=layout, sparse=False)
-        for name in ("edge", "client")
-    }
-    try:
-        for store in stores.values():
-            for document in corpus():
-                store.upsert_document(*document)
-        for seed in range(3):
-            query = make_query(seed, sparse=False)
-            edge, client = (
-                {h.ref: h.score for h in store.search(query, limit=5, prefetch_limit=50)}
-                for store in stores.values()
-            )
-            exact = [ref for ref, _ in maxsim_ranking(corpus(), query)[:5]]
-            assert list(client) == exact
-            assert len(set(edge) & set(exact)) >= 4
-            errors = [abs(edge[r] - client[r]) / client[r] for r in set(edge) & set(client)]
-            assert max(errors) < TURBO4_RTOL
-            coded.append(max(errors))
-    finally:
-        for store in stores.values():
-            store.close()
+    for query, got in searched_on_both_backends(tmp_path, layout):
+        edge, client = ({h.ref: h.score for h in got[name]} for name in ("edge", "client"))
+        exact = [ref for ref, _ in maxsim_ranking(corpus(), query)[:5]]
+        assert list(client) == exact
+        assert len(set(edge) & set(exact)) >= 4
+        errors = [abs(edge[r] - client[r]) / client[r] for r in set(edge) & set(client)]
+        assert max(errors) < TURBO4_RTOL
+        coded.append(max(errors))
     assert max(coded) > 1e-3  # Edge scored the 4-bit codes, not the values sent
 
 
