@@ -59,7 +59,7 @@ from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store import EdgePageStore, MultivectorLayout
 from llama_index_docmemo.store.layouts import PAGE_IMAGE_LAYOUT, pool_tokens
 from llama_index_docmemo.store.muvera import Muvera
-from llama_index_docmemo.store.plans import DEFAULT_PREFETCH
+from llama_index_docmemo.store.plans import prefetch_for
 from llama_index_docmemo.store.validation import lay_out
 from llama_index_docmemo.types import PageEmbedding, PageRecord
 
@@ -493,12 +493,14 @@ def search_rows(
     corpus: Corpus,
     queries: list[np.ndarray],
     truth: np.ndarray,
-    prefetches: list[int],
+    prefetches: list[int | None],
     rss_before: int,
 ) -> list[Row]:
-    """One row per first-stage depth, over the same store."""
+    """One row per first-stage depth, over the same store (None: the store's own depth, sized
+    to its pages)."""
     rows = []
     for prefetch in prefetches:
+        depth = prefetch_for(corpus.n_pages) if prefetch is None else prefetch
         for query in queries[:3]:  # warm-up
             store.search(query_embedding(query), limit=TOP_K, prefetch_limit=prefetch)
         latencies, cpu, found = [], [], []
@@ -516,7 +518,7 @@ def search_rows(
         recall = [len(set(f) & set(t)) / TOP_K for f, t in zip(found, truth, strict=True)]
         rows.append(
             Row(
-                layout=name if len(prefetches) == 1 else f"{name}@{prefetch}",
+                layout=name if len(prefetches) == 1 else f"{name}@{depth}",
                 pages=corpus.n_pages,
                 vectors=corpus.vectors,
                 p50_ms=float(np.percentile(latencies, 50)),
@@ -531,7 +533,7 @@ def search_rows(
                 ram_bytes_per_page=(resident["VmRSS"] - rss_before) / corpus.n_pages,
                 major_faults_per_query=faults / len(queries),
                 dim=corpus.dim,
-                prefetch=prefetch,
+                prefetch=depth,
                 queries=len(queries),
             )
         )
@@ -568,7 +570,7 @@ def measure(
     queries: list[np.ndarray],
     truth: np.ndarray | None,
     workdir: Path,
-    prefetches: list[int],
+    prefetches: list[int | None],
     producers: int = 0,
 ) -> tuple[list[Row], np.ndarray, BuildTimes]:
     """The layout's rows, the ground truth (computed during this build when ``truth`` is None)
@@ -853,8 +855,9 @@ def main(argv: list[str] | None = None) -> None:
         "--prefetch",
         type=int,
         nargs="+",
-        default=[DEFAULT_PREFETCH],
-        help="first-stage candidates (each a row; default: the store's own default)",
+        default=[None],
+        help="first-stage candidates (each a row; default: the store's own, sized to the pages "
+        "by plans.prefetch_for)",
     )
     parser.add_argument("--dim", type=int, default=128, help="width of each vector")
     parser.add_argument("--truth", type=Path, help="cache file for the exact top-10 (.npy)")

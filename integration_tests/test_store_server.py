@@ -149,12 +149,12 @@ async def test_transient_failures_are_retried_and_then_reported(
     store = open_remote(url, retries=3)
     store.upsert_document(*document("a.pdf", "v1", "t1", seed=1))
     backend.fail_next = [503, 502]
-    assert len(store.search(QUERY, limit=2)) == 2
+    assert len(store.search(QUERY, limit=2)) == 2  # the scope's estimate is retried
     backend.fail_next = [503, 429]
-    assert len(await store.asearch(QUERY, limit=2)) == 2
+    assert len(await store.asearch(QUERY, limit=2, prefetch_limit=50)) == 2
     backend.fail_next = [503, 503, 503]
     with pytest.raises(StoreError, match=rf"search on .*{url}.*503"):
-        store.search(QUERY, limit=2)
+        store.search(QUERY, limit=2, prefetch_limit=50)
     backend.fail_next = [400]
     with pytest.raises(StoreError, match="count on"):
         store.count_pages()
@@ -172,8 +172,9 @@ def test_server_collection_of_another_encoder_is_refused(fake: tuple[FakeQdrant,
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 async def test_one_request_per_search(fake: tuple[FakeQdrant, str]) -> None:
-    """Dense and lexical branches in one query_batch_points; the committed-revision condition is
-    inside the filter, so nothing else is asked (no journal scroll, no record look-up)."""
+    """Dense and lexical branches in one query_batch_points, after an estimated count of the
+    scope (it sizes the prefetch; none with ``prefetch_limit``); the committed-revision condition
+    is inside the filter, so nothing else is asked (no journal scroll, no record look-up)."""
     backend, url = fake
     store = open_remote(url)
     store.upsert_document(*document("a.pdf", "v1", "t1", seed=1))
@@ -187,9 +188,16 @@ async def test_one_request_per_search(fake: tuple[FakeQdrant, str]) -> None:
             hits = await store.asearch(QUERY, limit=3, page_filter=scope)
         assert len(hits) == 3 and {h.record.doc_version for h in hits} == {"v2"}
         assert [(m, p.split("?")[0]) for m, p, _ in backend.requests] == [
-            ("POST", "/collections/docmemo_pages/points/query/batch")
+            ("POST", "/collections/docmemo_pages/points/count"),
+            ("POST", "/collections/docmemo_pages/points/query/batch"),
         ], run
-        ((_, _, body),) = backend.requests
+        (_, _, count), (_, _, body) = backend.requests
+        assert count["exact"] is False  # Qdrant's estimate from its payload indexes: no scan
+        backend.requests.clear()
+        await store.asearch(QUERY, limit=3, page_filter=scope, prefetch_limit=50)
+        assert [p.split("?")[0] for _, p, _ in backend.requests] == [
+            "/collections/docmemo_pages/points/query/batch"
+        ], run
         branches = body["searches"]
         assert [b["using"] for b in branches] == ["multi", "lexical"]
         must_not = [c for b in branches for c in b["filter"]["must"] if "must_not" in c]
@@ -247,7 +255,8 @@ def test_cluster_settings_and_tenant_shard_keys(fake: tuple[FakeQdrant, str]) ->
     } == {"a.pdf"}
     assert store.count_pages(PageFilter(tenant="small")) == 3
     assert store.document_version("a.pdf", tenant="bigco") == "v1"
-    search, count, retrieve = (body for _, _, body in backend.requests)
+    estimate, search, count, retrieve = (body for _, _, body in backend.requests)
+    assert estimate["shard_key"] == "bigco" and estimate["exact"] is False  # sizes the prefetch
     assert {b["shard_key"] for b in search["searches"]} == {"bigco"}
     assert count["shard_key"] == "docmemo-shared" and retrieve["shard_key"] == "bigco"
     backend.requests.clear()

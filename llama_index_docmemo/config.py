@@ -93,7 +93,9 @@ class SelectionSettings(_Settings):
 
     Args:
         candidates: candidate pages fetched from the store per round (N).
-        prefetch: first-stage (pooled vector) candidates before the MaxSim rerank.
+        prefetch: first-stage candidates before the MaxSim rerank; None (the default) sizes
+            them to the pages in the query's scope: 200 up to about 36,000 pages, 300 at
+            100,000, 470 at 300,000 (``store.plans.prefetch_for``).
         lambda_schedule: weight of the belief against the retrieval score, per round (the last
             value repeats; paper: [0, 0.3, 0.6, 0.6]).
         sampling: "thompson" draws theta ~ Beta (paper); "greedy" uses the posterior mean.
@@ -108,7 +110,7 @@ class SelectionSettings(_Settings):
     """
 
     candidates: int = Field(30, ge=1, le=1000)
-    prefetch: int = Field(200, ge=1, le=10000)
+    prefetch: int | None = Field(None, ge=1, le=10000)
     lambda_schedule: tuple[float, ...] = (0.0, 0.8, 0.8)
     sampling: Literal["thompson", "greedy"] = "greedy"
     seed: int | None = 0

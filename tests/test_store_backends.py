@@ -16,6 +16,8 @@ import pytest
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store import EdgePageStore, PageStore, QdrantClientPageStore
+from llama_index_docmemo.store import operations as op
+from llama_index_docmemo.store.plans import prefetch_for
 from llama_index_docmemo.types import (
     PageEmbedding,
     PageFilter,
@@ -273,6 +275,31 @@ def test_dense_search_is_maxsim_over_the_pooled_prefetch(shared: PageStore) -> N
     hits = shared.search(query, limit=3, prefetch_limit=3)
     assert set(refs(hits)) == top3
     assert refs(hits) == [ref for ref, _ in expected if ref in top3]
+
+
+def test_a_search_without_prefetch_sizes_its_first_stage_to_the_estimated_scope(
+    shared: PageStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[tuple[object, object]] = []
+    execute = shared._execute  # type: ignore[attr-defined]
+
+    def recording(operation: object) -> object:
+        reply = execute(operation)
+        sent.append((operation, reply))
+        return reply
+
+    monkeypatch.setattr(shared, "_execute", recording)
+    scope = PageFilter(tenant="t1", acl_groups=G12)
+    hits = shared.search(make_query(3), limit=5, page_filter=scope)
+    (count, pages), (search, _) = sent
+    assert isinstance(count, op.Count) and not count.exact  # an estimate: no scan of the scope
+    assert 0 < pages <= shared.count_pages() and hits
+    assert isinstance(search, op.Search) and count.where == search.plan.where
+    assert search.plan.prefetch == prefetch_for(pages)
+    assert refs(hits) == refs(shared.search(make_query(3), limit=5, page_filter=scope))
+    sent.clear()
+    shared.search(make_query(3), limit=5, prefetch_limit=7)
+    assert [type(operation) for operation, _ in sent] == [op.Search]
 
 
 def test_sparse_branch_finds_a_lexically_unique_page(

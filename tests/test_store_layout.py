@@ -265,6 +265,22 @@ def test_document_points_rejects_bad_input_naming_doc_and_page(
         )
 
 
+@pytest.mark.parametrize(
+    ("pages", "prefetch"),
+    [(0, 200), (50, 200), (10_000, 200), (36_000, 200), (40_000, 210), (100_000, 300)]
+    + [(300_000, 470), (1_000_000, 760)],
+)
+def test_prefetch_grows_with_the_pages_in_scope_from_the_default_floor(
+    pages: int, prefetch: int
+) -> None:
+    assert plans.prefetch_for(pages) == prefetch
+
+
+def test_prefetch_never_shrinks_as_the_scope_grows() -> None:
+    depths = [plans.prefetch_for(pages) for pages in range(0, 2_000_001, 1_000)]
+    assert depths == sorted(depths)
+
+
 def test_search_plan_prefetch_defaults_and_limits() -> None:
     def plan(**kwargs: object) -> plans.SearchPlan:
         args: dict[str, object] = {
@@ -281,6 +297,8 @@ def test_search_plan_prefetch_defaults_and_limits() -> None:
         return plans.search_plan(_embedding(), **args)  # type: ignore[arg-type]
 
     assert plan().prefetch == plans.DEFAULT_PREFETCH
+    assert plan().sized_to(100_000).prefetch == 300
+    assert plan(limit=500).sized_to(100_000).prefetch == 500
     assert plan(prefetch_limit=3).prefetch == 5  # never fewer candidates than results
     assert plan(prefetch_limit=50).prefetch == 50
     assert plan().where.clauses[0] == FieldMatch(payloads.KIND, "eq", "page")

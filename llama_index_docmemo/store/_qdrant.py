@@ -367,10 +367,14 @@ class QdrantLayoutStore(PageStore):
         page_filter: PageFilter | None,
         prefetch_limit: int | None,
     ) -> op.Steps[list[PageHit]]:
-        """One request: the committed-revision condition is part of the filter."""
+        """One search request, the committed-revision condition part of its filter. Without a
+        ``prefetch_limit`` an estimated count of the pages in scope comes first (Qdrant's
+        payload-index estimate: no scan), and the depth follows it (:func:`.plans.prefetch_for`)."""
         plan = self._plan(query, limit, page_filter, prefetch_limit)
         if scopes.matches_nothing(page_filter):
             return []
+        if prefetch_limit is None:
+            plan = plan.sized_to((yield op.Count(plan.where, _route(page_filter), exact=False)))
         branches = yield op.Search(plan, _route(page_filter))
         return _hits(fuse_branches(branches, plan))
 

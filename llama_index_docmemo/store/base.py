@@ -110,7 +110,10 @@ class PageStore(ABC):
         page_filter: PageFilter | None = None,
         prefetch_limit: int | None = None,
     ) -> list[PageHit]:
-        """Top ``limit`` pages: prefetch on the pooled (and sparse) vectors, rerank by MaxSim."""
+        """Top ``limit`` pages: prefetch on the pooled (and sparse) vectors, rerank by MaxSim.
+
+        ``prefetch_limit``: first-stage candidates; None sizes them to the pages in scope
+        (:func:`~llama_index_docmemo.store.plans.prefetch_for`: 200 up to about 36,000 pages)."""
 
     async def asearch(
         self,

@@ -288,7 +288,7 @@ def call(operation: op.Operation, *, routing: Routing | None, timeout: int) -> C
     if isinstance(operation, op.Count):
         kwargs = {
             "count_filter": client_filter(operation.where),
-            "exact": True,
+            "exact": operation.exact,
             "shard_key_selector": read_key,
             "timeout": timeout,
         }

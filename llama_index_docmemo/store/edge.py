@@ -433,7 +433,9 @@ class EdgePageStore(QdrantLayoutStore):
             )
             return [r.payload or {} for r in records], offset
         if isinstance(operation, op.Count):
-            return self.shard.count(qe.CountRequest(exact=True, filter=_filter(operation.where)))
+            return self.shard.count(
+                qe.CountRequest(exact=operation.exact, filter=_filter(operation.where))
+            )
         if isinstance(operation, op.Retrieve):
             records = self.shard.retrieve(
                 [operation.point_id], with_payload=True, with_vector=False

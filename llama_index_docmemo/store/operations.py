@@ -80,10 +80,12 @@ class Scroll:
 
 @dataclass(frozen=True)
 class Count:
-    """Exact number of points matching ``where`` -> ``int``."""
+    """Number of points matching ``where`` -> ``int``; with ``exact=False`` Qdrant's estimate
+    from its payload indexes (what its query planner uses), which costs no scan."""
 
     where: FieldGroup
     route: str | None = None
+    exact: bool = True
 
 
 @dataclass(frozen=True)
