@@ -40,7 +40,7 @@ def prefetch_for(pages: int) -> int:
     fixed depth loses recall: at prefetch 200 recall@10 was 0.974 at 10,000 pages, 0.968 at
     25,000 and 0.932 at 100,000, where 300 gave 0.960 (``benchmarks/store_scale.py``). The depth
     grows as ``pages ** 0.4`` through 300 at 100,000 pages (the exponent from the depths that
-    reached 0.95 at 25,000 and 100,000), never below :data:`DEFAULT_PREFETCH`: 200 up to about
+    reach 0.95 at 25,000 and 100,000, about 150 and 270, interpolated), never below :data:`DEFAULT_PREFETCH`: 200 up to about
     36,000 pages, 470 at 300,000, 760 at 1,000,000. Checked at 300,000 pages (not fitted on):
     0.928 at 470 against 0.868 at 200, short of 0.95 at any depth measured there, so past about
     100,000 pages a store should be sharded. A small scope (one document, one tenant) keeps 200.
