@@ -205,6 +205,12 @@ async def test_one_request_per_search(fake: tuple[FakeQdrant, str]) -> None:
             c["must_not"] == [{"key": "write_state", "match": {"value": "pending"}}]
             for c in must_not
         )
+    # a query sizes its searches once: the depth alone is the same estimated count
+    backend.requests.clear()
+    assert store.search_depth(scope) == await store.asearch_depth(scope) == 200
+    assert [(p.split("?")[0], body["exact"]) for _, p, body in backend.requests] == [
+        ("/collections/docmemo_pages/points/count", False)
+    ] * 2
     # the async reads of the query path go through the native async client too
     backend.requests.clear()
     assert await store.acount_pages(scope) == 3

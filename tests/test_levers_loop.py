@@ -25,6 +25,25 @@ class CountingStore(MemoryPageStore):
         return super().get_schema(doc_id, tenant=tenant)
 
 
+class DepthStore(CountingStore):
+    """Records how often a query asks for the first-stage depth and what its searches use."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth_asks = 0
+        self.prefetches: list[int | None] = []
+
+    def search_depth(self, page_filter=None) -> int:  # noqa: ANN001
+        self.depth_asks += 1
+        return 321
+
+    def search(self, query, *, limit, page_filter=None, prefetch_limit=None):  # noqa: ANN001, ANN201
+        self.prefetches.append(prefetch_limit)
+        return super().search(
+            query, limit=limit, page_filter=page_filter, prefetch_limit=prefetch_limit
+        )
+
+
 def pages() -> list[str]:
     texts = [f"page {i} about office plants and weather" for i in range(1, 61)]
     texts[2] = "revenue by region: see Table 7 for the breakdown"
@@ -44,10 +63,10 @@ def store() -> CountingStore:
     return s
 
 
-def run(store, gold, question, **cfg):
+def engine_for(store, gold, **cfg) -> DocMemoQueryEngine:
     settings = {**LEVERS_OFF, "pages_per_round": 3, "candidates": 5, "rounds": 3, **cfg}
     config = DocMemoConfig(**settings)
-    engine = DocMemoQueryEngine.from_defaults(
+    return DocMemoQueryEngine.from_defaults(
         store=store,
         encoder=BagOfWordsEncoder(),
         reasoner=GoldReasoner(set(gold)),
@@ -55,7 +74,10 @@ def run(store, gold, question, **cfg):
         page_filter=PageFilter(doc_ids=(DOC,)),
         evidence_images=False,
     )
-    trace = engine.run(question).trace
+
+
+def run(store, gold, question, **cfg):
+    trace = engine_for(store, gold, **cfg).run(question).trace
     return [[PageRef(p.doc, p.page) for p in trace.pages_read if p.round == r] for r in (1, 2, 3)]
 
 
@@ -95,3 +117,28 @@ def test_pages_the_question_names_are_read_from_round_two() -> None:
     assert on[0] == off[0]
     assert {PageRef(DOC, 14), PageRef(DOC, 60)} <= set(on[1])
     assert not {PageRef(DOC, 14), PageRef(DOC, 60)} & set(off[0] + off[1] + off[2])
+
+
+QUESTION_WITH_STATEMENT = "revenue by region and headcount in 2019 and 2021"
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+async def test_a_query_sizes_its_searches_once(driver: str) -> None:
+    """Every search of a query, the statement's too, goes as deep as one ask of the store
+    says (on a server each ask is a request: one a search would add a round trip each)."""
+    store = DepthStore()
+    store.add(DOC, pages())
+    engine = engine_for(store, {PageRef(DOC, 59)}, statement_weight=0.7)  # every round runs
+    if driver == "sync":
+        engine.run(QUESTION_WITH_STATEMENT)
+    else:
+        await engine.arun(QUESTION_WITH_STATEMENT)
+    assert store.depth_asks == 1
+    assert store.prefetches == [321] * 4  # 3 rounds and the statement's search
+
+
+def test_a_set_prefetch_asks_the_store_nothing() -> None:
+    store = DepthStore()
+    store.add(DOC, pages())
+    run(store, {PageRef(DOC, 59)}, QUESTION_WITH_STATEMENT, statement_weight=0.7, prefetch=50)
+    assert store.depth_asks == 0 and store.prefetches == [50] * 4

@@ -295,7 +295,7 @@ def test_a_search_without_prefetch_sizes_its_first_stage_to_the_estimated_scope(
     assert isinstance(count, op.Count) and not count.exact  # an estimate: no scan of the scope
     assert 0 < pages <= shared.count_pages() and hits
     assert isinstance(search, op.Search) and count.where == search.plan.where
-    assert search.plan.prefetch == prefetch_for(pages)
+    assert search.plan.prefetch == prefetch_for(pages) == shared.search_depth(scope)
     assert refs(hits) == refs(shared.search(make_query(3), limit=5, page_filter=scope))
     sent.clear()
     shared.search(make_query(3), limit=5, prefetch_limit=7)
@@ -369,6 +369,7 @@ async def test_asearch_matches_search(shared: PageStore) -> None:
     assert len(expected) == 4
     got = await shared.asearch(query, limit=4, page_filter=page_filter)
     assert [(h.ref, h.score) for h in got] == [(h.ref, h.score) for h in expected]
+    assert await shared.asearch_depth(page_filter) == shared.search_depth(page_filter)
 
 
 def test_closed_store_raises(open_backend: StoreFactory) -> None:

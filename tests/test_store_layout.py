@@ -297,8 +297,8 @@ def test_search_plan_prefetch_defaults_and_limits() -> None:
         return plans.search_plan(_embedding(), **args)  # type: ignore[arg-type]
 
     assert plan().prefetch == plans.DEFAULT_PREFETCH
-    assert plan().sized_to(100_000).prefetch == 300
-    assert plan(limit=500).sized_to(100_000).prefetch == 500
+    assert plan().with_depth(300).prefetch == 300
+    assert plan(limit=500).with_depth(300).prefetch == 500
     assert plan(prefetch_limit=3).prefetch == 5  # never fewer candidates than results
     assert plan(prefetch_limit=50).prefetch == 50
     assert plan().where.clauses[0] == FieldMatch(payloads.KIND, "eq", "page")

@@ -31,7 +31,7 @@ from llama_index_docmemo.evaluation.datasets import QAItem
 from llama_index_docmemo.evaluation.metrics import QuestionRun
 from llama_index_docmemo.evaluation.orders import next_in_ranking, next_neighbours
 from llama_index_docmemo.events import counting_llm_calls
-from llama_index_docmemo.levers.rounds import RoundLevers
+from llama_index_docmemo.levers.rounds import QuerySearches, RoundLevers
 from llama_index_docmemo.loop.trust import RoundOutcome, stop_reason
 from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
 from llama_index_docmemo.step_runtime import run as run_steps
@@ -173,7 +173,7 @@ class FirstRoundRanking:
         levers = RoundLevers(self.store, self.encoder, self.config.levers, wide)
         query = self.encoder.encode_query(item.question)
         scope = PageFilter(doc_ids=(item.doc,))
-        hits = run_steps(levers.candidates(1, item.question, query, scope, {}))
+        hits = run_steps(levers.candidates(1, item.question, query, scope, QuerySearches()))
         hits = sorted(hits, key=lambda h: (-h.score, h.record.doc_id, h.record.page))
         return [h.record for h in hits]
 

@@ -71,6 +71,7 @@ class MemoStore(PageStore):
         self._by_identity: dict[tuple[object, ...], tuple[QueryEmbedding, list[PageHit]]] = {}
         self._schemas: dict[tuple[str | None, str], DocumentSchema | None] = {}
         self._listings: dict[PageFilter | None, list[DocumentSchema]] = {}
+        self._depths: dict[PageFilter | None, int] = {}
 
     def upsert_document(
         self,
@@ -125,6 +126,11 @@ class MemoStore(PageStore):
 
     def count_pages(self, page_filter: PageFilter | None = None) -> int:
         return self.inner.count_pages(page_filter)
+
+    def search_depth(self, page_filter: PageFilter | None = None) -> int:
+        if page_filter not in self._depths:
+            self._depths[page_filter] = self.inner.search_depth(page_filter)
+        return self._depths[page_filter]
 
     def close(self) -> None:
         self.inner.close()

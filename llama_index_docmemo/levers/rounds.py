@@ -11,6 +11,7 @@ conditions, the document and its version), which does not depend on the question
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from llama_index_docmemo.config import LeverSettings, SelectionSettings
@@ -41,6 +42,17 @@ GraphKey = tuple[str | None, tuple[str, ...], FieldGroup | None, str, str]
 only the pages its scope may read, so two scopes never share one."""
 
 
+@dataclass
+class QuerySearches:
+    """What the searches of one query share: the first-stage depth, sized once to the query's
+    scope (one estimated count a query, not one a search: on a server each is a request), and
+    the searches that depend on the question only (the statements), so rounds 3.. do not
+    repeat them."""
+
+    depth: int | None = None
+    statements: dict[str, list[PageHit]] = field(default_factory=dict)
+
+
 class RoundLevers:
     """Applies the levers switched on to the rounds of one engine's queries (one instance per
     retriever, so reference graphs are built once per document version).
@@ -68,8 +80,18 @@ class RoundLevers:
         self._graphs: BoundedMap[GraphKey, ReferenceGraph] = BoundedMap(graphs)
 
     # -- candidates --------------------------------------------------------------------------
-    def search(self, embedding: QueryEmbedding, scope: PageFilter) -> Steps[list[PageHit]]:
-        """One candidate search of the store within ``scope``."""
+    def depth(self, scope: PageFilter) -> Steps[int]:
+        """First-stage candidates of a search within ``scope``: ``DocMemoConfig.prefetch``, or
+        the store's depth for the pages in scope (``PageStore.search_depth``)."""
+        if self.selection.prefetch is not None:
+            return self.selection.prefetch
+        store = self.store
+        return (yield either(store.search_depth, store.asearch_depth, scope))
+
+    def search(
+        self, embedding: QueryEmbedding, scope: PageFilter, depth: int
+    ) -> Steps[list[PageHit]]:
+        """One candidate search of the store within ``scope``, ``depth`` candidates deep."""
         store, cfg = self.store, self.selection
         return (
             yield either(
@@ -78,7 +100,7 @@ class RoundLevers:
                 embedding,
                 limit=cfg.candidates,
                 page_filter=scope,
-                prefetch_limit=cfg.prefetch,
+                prefetch_limit=depth,
             )
         )
 
@@ -88,27 +110,30 @@ class RoundLevers:
         question: str,
         embedding: QueryEmbedding,
         scope: PageFilter,
-        cache: dict[str, list[PageHit]],
+        searches: QuerySearches,
     ) -> Steps[list[PageHit]]:
         """The round's candidates: the query's own ranking, fused from
         ``statement_first_round`` (default 2) on with the rankings of the levers that search.
         The evaluation's first-round ranking is this method's round 1, so baselines read
         exactly what DocMemo's round 1 saw.
 
-        ``cache`` (one per query) keeps the searches that depend on the question only
-        (the statements), so rounds 3.. do not repeat them; the async driver runs
-        the new ones concurrently."""
-        base = yield from self.search(embedding, scope)
+        ``searches`` is the query's own (its depth and statement searches); the async driver
+        runs the new statement searches concurrently."""
+        if searches.depth is None:
+            searches.depth = yield from self.depth(scope)
+        depth = searches.depth
+        base = yield from self.search(embedding, scope, depth)
         levers = self.levers
         if round_ < levers.statement_first_round or not levers.searching:
             return base
         weights = {q: levers.statement_weight for q in statement_queries(question)}
         if not weights:
             return base
+        cache = searches.statements
         new = [text for text in weights if text not in cache]
         if new:
             embeddings = yield offload(lambda: [self.encoder.encode_query(t) for t in new])
-            found = yield parallel(*(self.search(e, scope) for e in embeddings))
+            found = yield parallel(*(self.search(e, scope, depth) for e in embeddings))
             cache.update(zip(new, found, strict=True))
         records: dict[PageRef, PageRecord] = {h.ref: h.record for h in base}
         others = []

@@ -31,6 +31,7 @@ from llama_index_docmemo.events import (
     counting_llm_calls,
 )
 from llama_index_docmemo.expansion import expansion_terms
+from llama_index_docmemo.levers.rounds import QuerySearches
 from llama_index_docmemo.llms.failures import describe, is_llm_failure
 from llama_index_docmemo.llms.servers import endpoint
 from llama_index_docmemo.loop.instrumentation import retrieval_events
@@ -104,7 +105,7 @@ class DocMemoLoop:
         self.error: str | None = None  # the reader's LLM failure that ended the query
         self.last_scores: dict[PageRef, float] = {}
         self.round_cost = LLMCallTally()  # this round's LLM requests (reranking and reading)
-        self.lever_searches: dict[str, list[PageHit]] = {}  # question-only searches (levers)
+        self.searches = QuerySearches()  # the depth and question-only searches of all rounds
         self.started = time.perf_counter()
         self.clock = QueryClock(parts.config.budget.max_seconds, parts.calls)
 
@@ -194,7 +195,7 @@ class DocMemoLoop:
         with retrieval_events(self.callbacks(), query, enabled=self.parts.round_events) as ended:
             embedding = yield offload(self.parts.encoder.encode_query, query)
             hits = yield from self.parts.levers.candidates(
-                self.round + 1, self.question, embedding, self.scope, self.lever_searches
+                self.round + 1, self.question, embedding, self.scope, self.searches
             )
             if hits:
                 store = self.parts.store

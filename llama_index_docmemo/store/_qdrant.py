@@ -46,6 +46,7 @@ from llama_index_docmemo.store.plans import (
     IdfScope,
     SearchPlan,
     check_choice,
+    prefetch_for,
     search_plan,
 )
 from llama_index_docmemo.store.validation import document_points
@@ -367,16 +368,24 @@ class QdrantLayoutStore(PageStore):
         page_filter: PageFilter | None,
         prefetch_limit: int | None,
     ) -> op.Steps[list[PageHit]]:
-        """One search request, the committed-revision condition part of its filter. Without a
-        ``prefetch_limit`` an estimated count of the pages in scope comes first (Qdrant's
-        payload-index estimate: no scan), and the depth follows it (:func:`.plans.prefetch_for`)."""
+        """One search request, the committed-revision condition part of its filter; without a
+        ``prefetch_limit`` the depth for the scope comes first (:meth:`_depth_steps`)."""
         plan = self._plan(query, limit, page_filter, prefetch_limit)
         if scopes.matches_nothing(page_filter):
             return []
         if prefetch_limit is None:
-            plan = plan.sized_to((yield op.Count(plan.where, _route(page_filter), exact=False)))
+            plan = plan.with_depth((yield from self._depth_steps(page_filter)))
         branches = yield op.Search(plan, _route(page_filter))
         return _hits(fuse_branches(branches, plan))
+
+    def _depth_steps(self, page_filter: PageFilter | None) -> op.Steps[int]:
+        """:func:`.plans.prefetch_for` Qdrant's estimated count of the pages in scope: the
+        payload-index estimate its query planner uses, no scan (0.02-0.06 ms on Edge against
+        1.35 ms for an exact count of 3,000 pages)."""
+        if scopes.matches_nothing(page_filter):
+            return prefetch_for(0)
+        where = scopes.scope_filter(KIND_PAGE, page_filter)
+        return prefetch_for((yield op.Count(where, _route(page_filter), exact=False)))
 
     def _pages_steps(
         self, refs: Sequence[PageRef], page_filter: PageFilter | None
@@ -460,6 +469,9 @@ class QdrantLayoutStore(PageStore):
     def count_pages(self, page_filter: PageFilter | None = None) -> int:
         return self._run(self._count_steps(page_filter))
 
+    def search_depth(self, page_filter: PageFilter | None = None) -> int:
+        return self._run(self._depth_steps(page_filter))
+
     async def asearch(
         self,
         query: QueryEmbedding,
@@ -477,6 +489,9 @@ class QdrantLayoutStore(PageStore):
 
     async def acount_pages(self, page_filter: PageFilter | None = None) -> int:
         return await self._arun(self._count_steps(page_filter))
+
+    async def asearch_depth(self, page_filter: PageFilter | None = None) -> int:
+        return await self._arun(self._depth_steps(page_filter))
 
     async def alist_documents(self, page_filter: PageFilter | None = None) -> list[DocumentSchema]:
         return await self._arun(self._documents_steps(page_filter))

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store.layouts import MultivectorLayout
+from llama_index_docmemo.store.plans import prefetch_for
 from llama_index_docmemo.types import (
     PageEmbedding,
     PageFilter,
@@ -131,6 +132,17 @@ class PageStore(ABC):
             page_filter=page_filter,
             prefetch_limit=prefetch_limit,
         )
+
+    def search_depth(self, page_filter: PageFilter | None = None) -> int:
+        """First-stage candidates a search of ``page_filter`` takes without ``prefetch_limit``
+        (:func:`~llama_index_docmemo.store.plans.prefetch_for` of the pages in scope). A query
+        asks once and passes it to each of its searches, so the scope is counted once a query.
+        Backends with a cheaper estimate than :meth:`count_pages` override this."""
+        return prefetch_for(self.count_pages(page_filter))
+
+    async def asearch_depth(self, page_filter: PageFilter | None = None) -> int:
+        """Async :meth:`search_depth`."""
+        return await self._off_loop(self.search_depth, page_filter)
 
     @abstractmethod
     def get_pages(

@@ -83,9 +83,9 @@ class SearchPlan:
             return self.prefetch
         return min(self.prefetch, self.limit + TIE_MARGIN)
 
-    def sized_to(self, pages: int) -> SearchPlan:
-        """This plan with :func:`prefetch_for` ``pages`` first-stage candidates."""
-        return replace(self, prefetch=max(self.limit, prefetch_for(pages)))
+    def with_depth(self, depth: int) -> SearchPlan:
+        """This plan with ``depth`` first-stage candidates (never fewer than its results)."""
+        return replace(self, prefetch=max(self.limit, depth))
 
 
 def search_plan(
