@@ -663,11 +663,13 @@ def _stage_vector(stage: Muvera | None, vectors: np.ndarray, *, page: bool) -> n
 
 CANDIDATE_DEPTHS = (100, 200, 400, 800, 1600)
 POOL_FACTORS = (2, 3)
-RERANK_DEPTH = 400
-"""Deepest first-stage candidates the pooled reranks are simulated on (each pools its pages)."""
-RERANKED_STAGES = ("muvera k4-r16", "mean")
-"""The first stages whose candidates the pooled reranks are simulated on (pooling costs 27 ms a
-page: the union of every stage's candidates would take most of an hour at 100,000 pages)."""
+RERANK_DEPTH = 800
+"""Deepest first-stage candidates the pooled reranks are simulated on (each pools its pages):
+past the sized depth at 300,000 pages (470)."""
+RERANKED_STAGES = ("muvera k5-r8",)
+"""The first stage whose candidates the pooled reranks are simulated on, the page-image
+default's (pooling costs 27 ms a page: the union of every stage's candidates would take most of
+an hour at 100,000 pages)."""
 
 
 def _first_stage_scores(doc: int) -> tuple[int, dict[str, np.ndarray], np.ndarray]:
