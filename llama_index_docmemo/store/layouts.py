@@ -34,14 +34,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from functools import cache, lru_cache
+from functools import lru_cache
 from typing import Any, Literal
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
 from llama_index_docmemo._extras import require
 from llama_index_docmemo.errors import StoreError
+from llama_index_docmemo.store.blas import one_blas_thread
 from llama_index_docmemo.store.muvera import Muvera
 
 MULTI = "multi"
@@ -152,7 +152,7 @@ class MultivectorLayout:
         (MUVERA 8.9 against 2.6 ms a page, pooling 68 against 27 ms, measured on 2 cores
         shared with other jobs).
         """
-        with _blas_controller().limit(limits=1, user_api="blas"):
+        with one_blas_thread():
             return self._page_vectors(multivector, pooled, grid)
 
     def _page_vectors(
@@ -194,12 +194,6 @@ top-400 keeps 0.970 there, pooling by 3 0.950) and TurboQuant-coded at 1 byte a 
 57 KB of vectors a page, 63.5 KB on disk at 100,000 pages, recall@10 0.960 at the 300
 candidates a search takes there (``plans.prefetch_for``; 31 ms p50), 0.932 at 200 (21 ms). Stores
 created before keep the layout their record names."""
-
-
-@cache
-def _blas_controller() -> ThreadpoolController:
-    """The process's BLAS libraries, found once (finding them scans the loaded libraries)."""
-    return ThreadpoolController()
 
 
 def grid_shape(n_vectors: int, grid: tuple[int, int] | None) -> tuple[int, int]:
