@@ -40,6 +40,7 @@ from llama_index_docmemo.evaluation.runner import RESULTS, SETTINGS, load_runs
 from llama_index_docmemo.evaluation.stats import bootstrap_ci
 from llama_index_docmemo.evaluation.stopping import DEFAULT_P_EARLY, DEFAULT_P_MISS, StopRule
 from llama_index_docmemo.loop.trust import RoundOutcome, stop_reason
+from llama_index_docmemo.types import PageRef
 
 ROUND_ENGINES = ("docmemo", "static-paged", "neighbours")
 """Engines that read in rounds and stop by the loop's policy (``static@K`` reads one round)."""
@@ -58,12 +59,14 @@ class Replayed:
     ending: str  # the reason and what the reader had made of the gold pages by then
 
 
-def ending_of(reason: str, gold: frozenset[Any], read: set[Any], useful: set[Any]) -> str:
+def ending_of(
+    reason: str, gold: frozenset[PageRef], read: set[PageRef], useful: set[PageRef]
+) -> str:
     """A stop reason with the state of the gold pages at that moment."""
     if gold <= useful:
         return f"{reason}: every gold page recognised"
     if gold <= read:
-        return f"{reason}: every gold page read, one labelled irrelevant"
+        return f"{reason}: every gold page read, one or more labelled irrelevant"
     return f"{reason}: a gold page unread"
 
 
@@ -75,8 +78,8 @@ def replay_run(run: QuestionRun, item: QAItem, rule: StopRule, loop: LoopSetting
     a recording that ends before ``loop.rounds`` ran out of candidates.
     """
     labelled = set(run.useful)
-    read: set[Any] = set()
-    useful: set[Any] = set()
+    read: set[PageRef] = set()
+    useful: set[PageRef] = set()
     reason, requests = "no_candidates", 0
     for round_, shown in enumerate(run.reads, start=1):
         if not shown:

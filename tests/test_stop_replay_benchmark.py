@@ -128,7 +128,7 @@ def test_endings_name_the_state_of_the_gold_pages() -> None:
     missed = QuestionRun("docmemo", "q", reads, useful=[refs[1]])  # page 9 labelled irrelevant
     replayed = bench.replay_run(missed, item, oracle, loop)
     assert (replayed.pages, replayed.reason, replayed.hit) == (11, "max_rounds", True)
-    assert replayed.ending == "max_rounds: every gold page read, one labelled irrelevant"
+    assert replayed.ending == "max_rounds: every gold page read, one or more labelled irrelevant"
     gave_up = QuestionRun("docmemo", "q", reads, useful=[])
     loop7 = loop.model_copy(update={"give_up_after_pages": 7})
     replayed = bench.replay_run(gave_up, item, oracle, loop7)
