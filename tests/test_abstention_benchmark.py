@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from benchmark_module import load_benchmark
 
 from llama_index_docmemo.trace import PageScore, QueryTrace
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "abstention.py"
-_SPEC = importlib.util.spec_from_file_location("abstention_benchmark", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-bench = importlib.util.module_from_spec(_SPEC)
-sys.modules[_SPEC.name] = bench  # dataclasses look their module up
-_SPEC.loader.exec_module(bench)
+bench = load_benchmark("abstention")
 
 
 def answer(qid: str, answerable: bool, right: bool, belief: float):

@@ -2,16 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from benchmark_module import load_benchmark
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "crop_coverage.py"
-_SPEC = importlib.util.spec_from_file_location("crop_coverage_benchmark", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-bench = importlib.util.module_from_spec(_SPEC)
-sys.modules[_SPEC.name] = bench
-_SPEC.loader.exec_module(bench)
+bench = load_benchmark("crop_coverage")
 
 
 def test_json_has_both_halves_per_source_and_the_first_variant_on_top() -> None:

@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
+from benchmark_module import load_benchmark
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "offline_reader.py"
-_SPEC = importlib.util.spec_from_file_location("offline_reader_benchmark", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-bench = importlib.util.module_from_spec(_SPEC)
-sys.modules[_SPEC.name] = bench  # dataclasses look their module up
-_SPEC.loader.exec_module(bench)
+bench = load_benchmark("offline_reader")
 
 
 @pytest.mark.parametrize(

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from benchmark_module import load_benchmark
 from fakes_docmemo import BagOfWordsEncoder, MemoryPageStore
 
 from llama_index_docmemo.config import DocMemoConfig
@@ -21,12 +20,7 @@ from llama_index_docmemo.evaluation.stopping import StopRule
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
 from llama_index_docmemo.types import PageRef
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "stop_replay.py"
-_SPEC = importlib.util.spec_from_file_location("stop_replay_benchmark", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-bench = importlib.util.module_from_spec(_SPEC)
-sys.modules[_SPEC.name] = bench  # dataclasses look their module up
-_SPEC.loader.exec_module(bench)
+bench = load_benchmark("stop_replay")
 
 ENGINES = ["docmemo", "static-paged", "neighbours"]
 SETTINGS = {
