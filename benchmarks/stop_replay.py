@@ -214,7 +214,14 @@ def check_against(
 
 
 def _give_ups(text: str) -> list[int | None]:
-    return [None if part.strip() == "none" else int(part) for part in text.split(",")]
+    """``none,9,13`` -> [None, 9, 13]; argparse names the option on anything else."""
+    try:
+        values = [None if part.strip() == "none" else int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected page counts or none, got {text!r}") from None
+    if any(v is not None and v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"page counts must be at least 1, got {text!r}")
+    return values
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -222,7 +229,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", required=True, help="dataset folder holding qa.jsonl")
     parser.add_argument("--run", required=True, type=Path, help="a `--stop never` eval output")
     parser.add_argument("--engine", default="docmemo", choices=ROUND_ENGINES)
-    parser.add_argument("--give-up", default="none,13", help="give_up_after_pages values")
+    parser.add_argument(
+        "--give-up", type=_give_ups, default="none,13", help="give_up_after_pages values"
+    )
     parser.add_argument("--p-early", type=float, default=DEFAULT_P_EARLY)
     parser.add_argument("--p-miss", type=float, default=DEFAULT_P_MISS)
     parser.add_argument("--against", type=Path, help="a real --stop noisy run to reproduce")
@@ -240,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("| stop | give up after | pages read [95% CI] | requests | all-hit [95% CI] |")
     print("|---|---|---|---|---|")
     for mode in ("noisy", "oracle"):
-        for give_up in _give_ups(args.give_up):
+        for give_up in args.give_up:
             loop = loop_of(settings, give_up)
             rules = {seed: StopRule(mode, args.p_early, args.p_miss, seed) for seed in runs}
             replays = replay_all(runs, items, rules, loop)

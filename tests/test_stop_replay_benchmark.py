@@ -133,3 +133,10 @@ def test_endings_name_the_state_of_the_gold_pages() -> None:
     )
     assert [row["ending"] for row in rows][0].startswith("max_rounds")  # most pages first
     assert sum(row["share_of_pages"] for row in rows) == pytest.approx(100.0)
+
+
+@pytest.mark.parametrize("value", ["9,x", "0", "13,-1"])
+def test_a_bad_give_up_is_refused_naming_the_option(value: str, capsys) -> None:
+    with pytest.raises(SystemExit):
+        bench.main(["--data", "d", "--run", "r", "--give-up", value])
+    assert "--give-up" in capsys.readouterr().err
