@@ -22,6 +22,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
+from llama_index_docmemo.blocking import to_thread
 from llama_index_docmemo.step_runtime import Call
 
 _EXECUTOR: contextvars.ContextVar[Executor | None] = contextvars.ContextVar(
@@ -36,8 +37,8 @@ def default_executor() -> Executor:
 
 @contextlib.contextmanager
 def cpu_executor(executor: Executor | None) -> Iterator[None]:
-    """Run the CPU work of the async steps inside the block on ``executor`` (None: asyncio's
-    default thread pool)."""
+    """Run the CPU work of the async steps inside the block on ``executor`` (None: the
+    package's pool of blocking calls, :mod:`llama_index_docmemo.blocking`)."""
     token = _EXECUTOR.set(executor)
     try:
         yield
@@ -49,7 +50,7 @@ async def run_cpu(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)`` on the current executor (see :func:`cpu_executor`)."""
     executor = _EXECUTOR.get()
     if executor is None:
-        return await asyncio.to_thread(fn, *args, **kwargs)
+        return await to_thread(fn, *args, **kwargs)
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(executor, partial(fn, *args, **kwargs))
 

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
+from llama_index_docmemo.blocking import to_thread
 from llama_index_docmemo.errors import DeadlineExceeded
 
 T = TypeVar("T")
@@ -149,7 +150,7 @@ def _bounded(at: float, pool: Executor | None, effect: Effect) -> Any:
 async def _acall(call: Call) -> Any:
     if call.async_ is not None:
         return await call.async_(*call.args, **call.kwargs)
-    return await asyncio.to_thread(call.sync, *call.args, **call.kwargs)
+    return await to_thread(call.sync, *call.args, **call.kwargs)
 
 
 def _effect(effect: Effect) -> Any:

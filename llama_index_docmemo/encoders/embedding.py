@@ -9,11 +9,12 @@ fewer pages than the package's own search (docs/evaluation.md).
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import PrivateAttr
+
+from llama_index_docmemo.blocking import to_thread
 
 if TYPE_CHECKING:
     from llama_index_docmemo.encoders.base import PageEncoder
@@ -53,7 +54,7 @@ class EncoderEmbedding(BaseEmbedding):
         return self._vectors(texts)
 
     async def _aget_query_embedding(self, query: str) -> list[float]:
-        return await asyncio.to_thread(self._get_query_embedding, query)
+        return await to_thread(self._get_query_embedding, query)
 
     async def _aget_text_embedding(self, text: str) -> list[float]:
-        return await asyncio.to_thread(self._get_text_embedding, text)
+        return await to_thread(self._get_text_embedding, text)

@@ -23,14 +23,13 @@ from llama_index_docmemo.llms.images import MAX_IMAGE_SIDE, load_blocks, max_ima
 from llama_index_docmemo.llms.servers import ServerMemory, memory_for
 from llama_index_docmemo.llms.vision import ImagesSetting, decide_images
 from llama_index_docmemo.memory.schema import DocumentSchema
-from llama_index_docmemo.reasoning.exchange import ask_structured
+from llama_index_docmemo.reasoning.exchange import ask_structured, request_messages
 from llama_index_docmemo.reasoning.prompts import (
     SUMMARY_REPLY_PROMPT,
     SUMMARY_SYSTEM_PROMPT,
     ImageSlot,
     SystemReplyPrompts,
     summary_prompt,
-    to_messages,
 )
 from llama_index_docmemo.reasoning.replies import ReplyLimits, SummaryReply, summaries_of
 from llama_index_docmemo.step_runtime import Steps, arun, offload, parallel, run
@@ -118,7 +117,7 @@ class VLMPageSummarizer(SystemReplyPrompts):
             page_chars=self.page_chars,
             reply=self.reply_prompt,  # type: ignore[arg-type]
         )
-        return to_messages(self.system_prompt.format(), parts, images)
+        return (yield from request_messages(self.system_prompt.format(), parts, images))
 
     def _one(self, schema: DocumentSchema, batch: list[PageInput]) -> Steps[dict[int, str]]:
         reply = yield from ask_structured(

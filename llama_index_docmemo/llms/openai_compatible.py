@@ -43,6 +43,7 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
 from llama_index.llms.openai.utils import from_openai_message, to_openai_message_dicts
 from llama_index.llms.openai_like import OpenAILike
 
+from llama_index_docmemo.blocking import to_thread
 from llama_index_docmemo.errors import LLMError
 from llama_index_docmemo.llms.context import ContextBudget, ContextWindowError
 from llama_index_docmemo.llms.deadline import (
@@ -58,7 +59,13 @@ from llama_index_docmemo.llms.deadline import (
 )
 from llama_index_docmemo.llms.environment import ENV_IMAGES, ENV_MODEL, ENV_URL, llm_environment
 from llama_index_docmemo.llms.failures import describe, llm_failure
-from llama_index_docmemo.llms.images import MAX_IMAGE_SIDE, ImageFormat, encode_image, sizing_for
+from llama_index_docmemo.llms.images import (
+    MAX_IMAGE_SIDE,
+    ImageFormat,
+    encode_image,
+    image_header,
+    sizing_for,
+)
 from llama_index_docmemo.llms.servers import ServerMemory
 from llama_index_docmemo.llms.structured import StructuredMode, normalise_mode
 from llama_index_docmemo.llms.structured_predict import ServerStructuredOutput
@@ -200,11 +207,26 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
             loop = None
         client = self._aclients.get(loop) if loop is not None else None
         if client is None:
-            http = openai.DefaultAsyncHttpxClient(transport=AsyncDeadlineTransport())
-            options = {**self._get_credential_kwargs(is_async=True), "http_client": http}
-            client = openai.AsyncOpenAI(**options)
+            client = self._new_aclient()
             if loop is not None:
-                self._aclients[loop] = client
+                client = self._aclients.setdefault(loop, client)
+        return client
+
+    def _new_aclient(self) -> openai.AsyncOpenAI:
+        """A new async client with the deadline transport (no loop of its own yet)."""
+        http = openai.DefaultAsyncHttpxClient(transport=AsyncDeadlineTransport())
+        return openai.AsyncOpenAI(
+            **{**self._get_credential_kwargs(is_async=True), "http_client": http}
+        )
+
+    async def _loop_client(self) -> openai.AsyncOpenAI:
+        """:meth:`_get_aclient` of the running loop, made in a worker thread the first time: an
+        ``httpx`` client loads the CA certificates as it is made (some 55 ms of CPU, which the
+        loop's first request would otherwise wait on)."""
+        loop = asyncio.get_running_loop()
+        client = self._aclients.get(loop)
+        if client is None:
+            client = self._aclients.setdefault(loop, await to_thread(self._new_aclient))
         return client
 
     @classmethod
@@ -242,10 +264,11 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
             return block  # fetched by the server itself
         from PIL import Image
 
+        fmt, size = image_header(block)
+        wanted = (self.image_format,) if self.image_format else ("PNG", "JPEG")
+        if fmt in wanted and max(size) <= self.max_image_side:
+            return block
         with Image.open(block.resolve_image()) as image:
-            wanted = (self.image_format,) if self.image_format else ("PNG", "JPEG")
-            if image.format in wanted and max(image.size) <= self.max_image_side:
-                return block
             image.load()
             return encode_image(image, sizing_for(self))
 
@@ -344,9 +367,10 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
         """The ``openai`` async client, cancelled at the deadline. Bringing page images
         within ``max_image_side`` and into base64 is tens of milliseconds of CPU a request:
         that runs off the event loop."""
-        dicts = await asyncio.to_thread(self._message_dicts, messages)
+        dicts = await to_thread(self._message_dicts, messages)
+        client = await self._loop_client()
         at = deadline_at(self.request_deadline)
-        request = self._get_aclient().chat.completions.create(
+        request = client.chat.completions.create(
             messages=dicts, stream=False, **self._get_model_kwargs(**self._headers(kwargs, at))
         )
         try:
@@ -371,6 +395,7 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
     async def _astream_chat(
         self, messages: Sequence[ChatMessage], **kwargs: Any
     ) -> ChatResponseAsyncGen:
+        await self._loop_client()  # the parent then finds it
         at = deadline_at(self.request_deadline)
         chunks = await super()._astream_chat(self._prepare(messages), **self._headers(kwargs, at))
 

@@ -39,7 +39,7 @@ class LoopParts:
         round_events: fire LlamaIndex retrieval events per round (off under a retriever,
             whose ``retrieve`` fires them).
         cpu: where the async driver runs GIL-holding work (renders, layouts: see
-            :mod:`llama_index_docmemo.cpu`; None: asyncio's default thread pool).
+            :mod:`llama_index_docmemo.cpu`; None: the package's blocking pool).
         calls: the bounded pool the sync driver runs calls on under ``max_seconds``, so it can
             stop waiting for one at the deadline (None: inline, checked between calls).
     """

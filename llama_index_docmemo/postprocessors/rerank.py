@@ -29,13 +29,12 @@ from llama_index_docmemo.llms.vision import ImagesSetting, decide_images
 from llama_index_docmemo.nodes import node_ref
 from llama_index_docmemo.paths import default_cache_dir
 from llama_index_docmemo.reasoning.base import PageView
-from llama_index_docmemo.reasoning.exchange import ask_structured
+from llama_index_docmemo.reasoning.exchange import ask_structured, request_messages
 from llama_index_docmemo.reasoning.prompts import (
     RERANK_REPLY_PROMPT,
     RERANK_SYSTEM_PROMPT,
     ImageSlot,
     rerank_prompt,
-    to_messages,
 )
 from llama_index_docmemo.reasoning.replies import RerankReply, picks_of
 from llama_index_docmemo.reasoning.vlm import page_loaders_for
@@ -150,7 +149,7 @@ class LLMReranker(BaseNodePostprocessor, PromptMixin):
             summary_chars=self.summary_chars,
             reply=self.reply_prompt,  # type: ignore[arg-type]
         )
-        return to_messages(self.system_prompt.format(), parts, images)
+        return (yield from request_messages(self.system_prompt.format(), parts, images))
 
     def _sized(self, loaders: dict[ImageSlot, Any]) -> dict[ImageSlot, tuple[ImageSizing, Any]]:
         sizing = sizing_for(self.llm, self.max_image_tokens)

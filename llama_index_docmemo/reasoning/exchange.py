@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from llama_index.core.base.llms.types import ChatMessage, ImageBlock, TextBlock
@@ -48,6 +48,7 @@ from llama_index_docmemo.llms.structured import (
     ask_with_schema_in_prompt,
     refuses_content,
 )
+from llama_index_docmemo.reasoning.prompts import ImageSlot, Part, to_messages
 from llama_index_docmemo.step_runtime import Steps, either, offload
 
 if TYPE_CHECKING:
@@ -204,8 +205,21 @@ def _refuses_content(
     return True
 
 
+def request_messages(
+    system: str, parts: Sequence[Part] | str, images: Mapping[ImageSlot, ImageBlock]
+) -> Steps[list[ChatMessage]]:
+    """Steps: :func:`~llama_index_docmemo.reasoning.prompts.to_messages`, off the event loop
+    under the async driver when the request carries images: LlamaIndex validates each image
+    block again as a message takes it (its base64 decoded twice and encoded once: about 1 ms a
+    10-K page at Qwen-VL's size, held under the GIL)."""
+    if not images:
+        return to_messages(system, parts, images)
+    return (yield offload(to_messages, system, parts, images))
+
+
 def _ask_native(llm: LLM, messages: list[ChatMessage], model: type[M]) -> Steps[M | None]:
-    prompt = ChatPromptTemplate(message_templates=messages)
+    # a template scans its blocks for variables, each image's base64 decoded: off the loop too
+    prompt = yield offload(ChatPromptTemplate, message_templates=messages)
     try:
         return (yield either(llm.structured_predict, llm.astructured_predict, model, prompt))
     except Exception as problem:

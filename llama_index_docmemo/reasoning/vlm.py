@@ -17,7 +17,7 @@ from llama_index_docmemo.llms.images import max_images as llm_max_images
 from llama_index_docmemo.llms.servers import ServerMemory, memory_for
 from llama_index_docmemo.llms.vision import ImageChoice, ImagesSetting, decide_images
 from llama_index_docmemo.reasoning.base import Feedback, PageView, Reasoner, ReasoningInput
-from llama_index_docmemo.reasoning.exchange import ask_structured
+from llama_index_docmemo.reasoning.exchange import ask_structured, request_messages
 from llama_index_docmemo.reasoning.prompts import (
     READER_REPLY_PROMPT,
     READER_SYSTEM_PROMPT,
@@ -27,7 +27,6 @@ from llama_index_docmemo.reasoning.prompts import (
     pages_shown_by_their_crop,
     plan_images,
     reading_prompt,
-    to_messages,
 )
 from llama_index_docmemo.reasoning.replies import FeedbackReply, ReplyLimits, feedback_of
 from llama_index_docmemo.step_runtime import Steps, offload, run
@@ -142,7 +141,7 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
             },
             reply=self.reply_prompt,  # type: ignore[arg-type]
         )
-        return to_messages(self.system_prompt.format(), parts, images)
+        return (yield from request_messages(self.system_prompt.format(), parts, images))
 
     def read(self, inp: ReasoningInput) -> Steps[Feedback]:
         if not inp.pages:

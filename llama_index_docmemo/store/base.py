@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any, TypeVar
 
+from llama_index_docmemo.blocking import to_thread
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store.layouts import MultivectorLayout
 from llama_index_docmemo.store.plans import prefetch_for
@@ -54,7 +55,7 @@ class PageStore(ABC):
         return {}
 
     off_loop_threads: int | None = None
-    """Threads running the async twins' blocking calls (None: asyncio's default executor). An
+    """Threads running the async twins' blocking calls (None: the package's blocking pool). An
     in-process engine that holds the GIL through a call (Qdrant Edge) gets 1: threads would
     not run its calls in parallel, and several of them queued for the GIL starve the event
     loop (measured: 8 threads of searches stalled a loop 224-348 ms, one thread 35 ms)."""
@@ -158,7 +159,7 @@ class PageStore(ABC):
     async def _off_loop(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """``fn(*args, **kwargs)`` in a worker thread (this store's own, when it has one)."""
         if self.off_loop_threads is None:
-            return await asyncio.to_thread(fn, *args, **kwargs)
+            return await to_thread(fn, *args, **kwargs)
         with _EXECUTOR_LOCK:
             executor = self.__dict__.get("_off_loop_executor")
             if executor is None:
