@@ -7,9 +7,9 @@ loop waits longer for the GIL. Eight concurrent ``aquery`` calls on 2 cores with
 process beside them (``integration_tests/test_async_nonblocking.py``'s heartbeat) stalled the
 loop at most 54-98 ms on the default pool's 6 threads (4 runs), 43-60 ms on this pool's 2
 (5 runs; 37-79 ms against 41-83 without the other process). So the calls share one pool, sized
-to the cores and started on first use; like
-:func:`asyncio.to_thread`, a call runs in the caller's context (deadline scopes, the CPU
-executor). The GIL-holding PyMuPDF work has a thread of its own (:mod:`llama_index_docmemo.cpu`).
+to the cores and started on first use; like :func:`asyncio.to_thread`, a call runs in the
+caller's context (deadline scopes, the CPU executor). The GIL-holding PyMuPDF work has a thread
+of its own (:mod:`llama_index_docmemo.cpu`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import contextvars
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from functools import partial
 from typing import Any, TypeVar
 
@@ -39,7 +39,12 @@ def blocking_pool() -> ThreadPoolExecutor:
         return _pool
 
 
+async def in_executor(executor: Executor, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` on a thread of ``executor``, in the caller's context."""
+    call = partial(contextvars.copy_context().run, partial(fn, *args, **kwargs))
+    return await asyncio.get_running_loop().run_in_executor(executor, call)
+
+
 async def to_thread(fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
     """:func:`asyncio.to_thread` on :func:`blocking_pool`."""
-    call = partial(contextvars.copy_context().run, partial(fn, *args, **kwargs))
-    return await asyncio.get_running_loop().run_in_executor(blocking_pool(), call)
+    return await in_executor(blocking_pool(), fn, *args, **kwargs)

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import threading
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from functools import partial
 from typing import Any, TypeVar
 
-from llama_index_docmemo.blocking import to_thread
+from llama_index_docmemo.blocking import in_executor, to_thread
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store.layouts import MultivectorLayout
 from llama_index_docmemo.store.plans import prefetch_for
@@ -166,8 +163,7 @@ class PageStore(ABC):
                 executor = ThreadPoolExecutor(self.off_loop_threads, thread_name_prefix="store")
                 self.__dict__["_off_loop_executor"] = executor
                 weakref.finalize(self, executor.shutdown, wait=False)
-        call = partial(contextvars.copy_context().run, partial(fn, *args, **kwargs))
-        return await asyncio.get_running_loop().run_in_executor(executor, call)
+        return await in_executor(executor, fn, *args, **kwargs)
 
     async def aget_pages(
         self, refs: Sequence[PageRef], page_filter: PageFilter | None = None
