@@ -55,6 +55,20 @@ class BeliefState(BaseModel):
         return self.alpha / (self.alpha + self.beta)
 
 
+class DocumentBelief(BaseModel):
+    """A document's Beta(alpha, beta) after a round's update, and the pages the round gave it
+    (a scope of several documents only)."""
+
+    doc: str
+    alpha: float
+    beta: float
+    pages: int = 0
+
+    @property
+    def mean(self) -> float:
+        return self.alpha / (self.alpha + self.beta)
+
+
 class FeedbackRecord(BaseModel):
     status: str
     answer: str | None = None
@@ -89,6 +103,7 @@ class RoundTrace(BaseModel):
     crops: int = 0
     feedback: FeedbackRecord | None = None
     beliefs: list[BeliefState] = Field(default_factory=list)
+    documents: list[DocumentBelief] = Field(default_factory=list)  # best-believed first
     llm_calls: int = 0
     images: int = 0  # images in the round's LLM requests (reading and reranking)
     image_tokens: int = 0  # their tokens, estimated by the model family's formula

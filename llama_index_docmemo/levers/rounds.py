@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from llama_index_docmemo.config import LeverSettings, SelectionSettings
+from llama_index_docmemo.levers.document_stage import DocumentCard, make_card
 from llama_index_docmemo.levers.financial import statement_queries
 from llama_index_docmemo.levers.question_refs import labelled_pages, mentions_labels, named_pages
 from llama_index_docmemo.levers.ranking_fusion import fuse_rankings
@@ -35,6 +36,7 @@ from llama_index_docmemo.types import (
 if TYPE_CHECKING:
     from llama_index_docmemo.encoders.base import PageEncoder
     from llama_index_docmemo.memory.belief import PageBeliefMemory
+    from llama_index_docmemo.memory.schema import DocumentSchema
     from llama_index_docmemo.store.base import PageStore
 
 GraphKey = tuple[str | None, tuple[str, ...], FieldGroup | None, str, str]
@@ -89,16 +91,17 @@ class RoundLevers:
         return (yield either(store.search_depth, store.asearch_depth, scope))
 
     def search(
-        self, embedding: QueryEmbedding, scope: PageFilter, depth: int
+        self, embedding: QueryEmbedding, scope: PageFilter, depth: int, limit: int | None = None
     ) -> Steps[list[PageHit]]:
-        """One candidate search of the store within ``scope``, ``depth`` candidates deep."""
+        """One candidate search of the store within ``scope``, ``depth`` candidates deep,
+        ``limit`` pages (the ``candidates`` setting by default)."""
         store, cfg = self.store, self.selection
         return (
             yield either(
                 store.search,
                 store.asearch,
                 embedding,
-                limit=cfg.candidates,
+                limit=cfg.candidates if limit is None else limit,
                 page_filter=scope,
                 prefetch_limit=depth,
             )
@@ -143,6 +146,27 @@ class RoundLevers:
             records.update({h.ref: h.record for h in hits if h.ref not in records})
         fused = fuse_rankings({h.ref: h.score for h in base}, others, levers.fusion_rule)
         return [PageHit(records[ref], score) for ref, score in fused.items()]
+
+    def cards(
+        self, schemas: Sequence[DocumentSchema], hits: Sequence[PageHit], scope: PageFilter
+    ) -> Steps[dict[str, DocumentCard]]:
+        """The cards of the documents of ``schemas`` (the document stage,
+        :mod:`.document_stage`): their first page read from the store in one request (at the
+        schema's version only), the app's metadata from their best hit."""
+        if not schemas:
+            return {}
+        store = self.store
+        refs = [PageRef(s.doc_id, 1) for s in schemas]
+        version = {s.doc_id: s.doc_version for s in schemas}
+        firsts = yield either(store.get_pages, store.aget_pages, refs, scope)
+        first_page = {r.doc_id: r.text for r in firsts if version[r.doc_id] == r.doc_version}
+        metadata: dict[str, dict] = {}
+        for hit in hits:
+            metadata.setdefault(hit.record.doc_id, hit.record.metadata)
+        return {
+            s.doc_id: make_card(s, first_page.get(s.doc_id, ""), metadata.get(s.doc_id))
+            for s in schemas
+        }
 
     # -- beliefs -----------------------------------------------------------------------------
     def question_prior(
