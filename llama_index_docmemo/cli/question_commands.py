@@ -145,6 +145,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
             f"  round {rnd.round}: query={rnd.query!r} read [{pages}] -> {verdict}; useful [{useful}]"
         )
     for citation in trace.citations:
+        if citation.how == "computed":
+            print(f"  cites {citation.text!r}: computed from the cited figures ({citation.computed})")
+            continue
         where = f"{citation.doc_id} p.{citation.page}" if citation.verified else "no page read"
         box = f" box {[round(v) for v in citation.bbox]}" if citation.bbox else ""
         check = "verified" if citation.verified else "NOT verified"
@@ -156,7 +159,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return code
 
 
-CITATION_KEYS = ("text", "doc_id", "page", "bbox", "quote", "verified", "how", "kind", "box_from")
+CITATION_KEYS = (
+    "text", "doc_id", "page", "bbox", "quote", "verified", "how", "kind", "box_from", "computed"
+)
 
 
 def citation_json(citation: Citation) -> dict[str, Any]:

@@ -75,6 +75,11 @@ def marked_answer(answer: str, citations: Sequence[Citation]) -> str:
 
 
 def _citation_item(c: Citation, anchor: Anchor) -> str:
+    if c.how == "computed":
+        return (
+            f'<li class="verified"><b>{_e(c.text)}</b> ({c.kind}): computed from the cited '
+            f"figures, {_e(c.computed)}</li>"
+        )
     if not c.verified or c.ref is None:
         return (
             f'<li class="unverified"><b>{_e(c.text)}</b>: '
