@@ -10,7 +10,7 @@ from llama_index_docmemo.cli.rounds import round_line
 from llama_index_docmemo.demo.document import write_demo_pdf
 from llama_index_docmemo.evidence.citations import PageText, cite
 from llama_index_docmemo.evidence.html import render_answer_html
-from llama_index_docmemo.trace import FeedbackRecord, PageScore, RoundTrace
+from llama_index_docmemo.trace import DocumentBelief, FeedbackRecord, PageScore, RoundTrace
 from llama_index_docmemo.types import PageRef
 
 DOC = "report.pdf"
@@ -66,3 +66,39 @@ def test_round_lines_name_the_document_of_each_run_of_pages() -> None:
         "  round 1: query='margin' read [a.pdf p.10, p.8; b.pdf p.3; a.pdf p.2] -> need_more; "
         "useful [b.pdf p.3]"
     )
+
+
+def test_round_lines_show_the_document_beliefs_over_several_documents() -> None:
+    rnd = RoundTrace(
+        round=2,
+        query="capex",
+        lam=0.8,
+        candidates=[],
+        selected=[PageScore(doc="a.pdf", page=4, score=1.0)],
+        documents=[
+            DocumentBelief(doc="a.pdf", alpha=6.0, beta=1.0, pages=5),
+            DocumentBelief(doc="b.pdf", alpha=2.0, beta=2.0),
+            DocumentBelief(doc="c.pdf", alpha=1.0, beta=3.0),
+            DocumentBelief(doc="d.pdf", alpha=1.0, beta=4.0),
+        ],
+    )
+    assert round_line(rnd).endswith(
+        "; documents [a.pdf 0.86 (5 pages), b.pdf 0.50, c.pdf 0.25 and 1 more]"
+    )
+
+
+def test_the_answer_page_shows_the_document_beliefs_of_a_whole_collection_question(
+    tmp_path: Path,
+) -> None:
+    pdf = write_demo_pdf(tmp_path / DOC)
+    documents = [
+        DocumentBelief(doc=DOC, alpha=6.0, beta=1.0, pages=5),
+        DocumentBelief(doc="other <b>.pdf", alpha=1.0, beta=3.0),
+    ]
+    page = render_answer_html("Q?", "Not found.", [], {DOC: pdf}, [], documents)
+    rows = re.findall(r"<tr><td>([^<]*)</td><td>([^<]*)</td><td>([^<]*)</td><td>(\d+)</td>", page)
+    assert rows == [
+        (DOC, "0.86", "Beta(6.00, 1.00)", "5"),
+        ("other &lt;b&gt;.pdf", "0.25", "Beta(1.00, 3.00)", "0"),
+    ]
+    assert "<h2>Documents</h2>" not in render_answer_html("Q?", "x", [], {DOC: pdf}, [])

@@ -25,6 +25,7 @@ from llama_index_docmemo.types import PageRef
 
 if TYPE_CHECKING:
     from llama_index_docmemo.loop import DocMemoResult
+    from llama_index_docmemo.trace import DocumentBelief
 
 CITATION_CSS = (
     "mark.verified{background:#c8f0c8;border-bottom:2px solid #2a8a2a}"
@@ -178,10 +179,12 @@ def render_answer_html(
     citations: Sequence[Citation],
     sources: Mapping[str, str | Path],
     evidence: Sequence[tuple[PageRef, float]] = (),
+    documents: Sequence[DocumentBelief] = (),
 ) -> str:
     """The page of one answer: the question, the answer with its claims marked, the citations
-    (each linked to its page), and a thumbnail of every cited page with its boxes drawn and of
-    every ``evidence`` page (with its belief; ``sources``: each document's PDF)."""
+    (each linked to its page), a thumbnail of every cited page with its boxes drawn and of
+    every ``evidence`` page (with its belief; ``sources``: each document's PDF), and over
+    several documents their beliefs at the end (``documents``)."""
     thumbs = evidence_thumbnails(citations, evidence, sources)
     empty = "<p>none: no page read was judged useful and no figure of the answer is on one</p>"
     return (
@@ -192,7 +195,26 @@ def render_answer_html(
         f"<h2>Citations</h2>{citation_list(citations)}"
         "<h2>Evidence pages</h2><p>The pages the cited figures stand on (boxes drawn) and the "
         "pages the reader judged useful, with their document.</p>"
-        f'<div class="pages">{thumbs}</div>{"" if thumbs else empty}</body></html>'
+        f'<div class="pages">{thumbs}</div>{"" if thumbs else empty}'
+        f"{document_table(documents)}</body></html>"
+    )
+
+
+def document_table(documents: Sequence[DocumentBelief]) -> str:
+    """The documents a whole-collection question weighed, best-believed first: the belief that
+    each holds the evidence (posterior mean, with its Beta) and the pages read in it."""
+    if not documents:
+        return ""
+    rows = "".join(
+        f"<tr><td>{_e(d.doc)}</td><td>{d.mean:.2f}</td>"
+        f"<td>Beta({d.alpha:.2f}, {d.beta:.2f})</td><td>{d.pages}</td></tr>"
+        for d in documents
+    )
+    return (
+        "<h2>Documents</h2><p>The question named no document: the documents it was weighed "
+        "against, by the belief that each holds the evidence, after the last round.</p>"
+        "<table><thead><tr><th>document</th><th>belief</th><th>Beta</th>"
+        f"<th>pages in the last round</th></tr></thead><tbody>{rows}</tbody></table>"
     )
 
 
@@ -204,5 +226,8 @@ def write_answer_html(path: Path, result: DocMemoResult) -> None:
     }
     trace = result.trace
     evidence = [(PageRef(e.doc, e.page), e.score) for e in trace.evidence]
-    page = render_answer_html(trace.question, result.answer, trace.citations, sources, evidence)
+    documents = trace.rounds[-1].documents if trace.rounds else []
+    page = render_answer_html(
+        trace.question, result.answer, trace.citations, sources, evidence, documents
+    )
     path.write_text(page, encoding="utf-8")
