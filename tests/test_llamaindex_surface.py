@@ -1,11 +1,9 @@
-"""What the package relies on from LlamaIndex stays public, or is pinned and checked here.
+"""What the package relies on from LlamaIndex stays public.
 
-``OpenAICompatible`` implements the request hooks of llama-index-llms-openai's ``OpenAI``
-(``_chat``, ``_achat``, ``_stream_chat``, ``_astream_chat``) so that the ``openai`` client's
-retries are the only ones and a total deadline bounds each request; those hooks are private, so
-the dependency has an upper bound and this test fails when a release renames or reshapes them.
-Everything else the package uses of LlamaIndex is public, and the README and docs/ import only
-from the package's top level (and the eval extra's ``evaluation.compare``).
+``OpenAICompatible`` is written on LlamaIndex's public ``LLM`` interface and the ``openai`` SDK:
+no class of the package subclasses a llama-index-llms-openai class, and no private member of
+it is read or overridden. The package reads no private LlamaIndex setting, and the README and
+docs/ import only from the package's top level (and the eval extra's ``evaluation.compare``).
 """
 
 from __future__ import annotations
@@ -17,50 +15,48 @@ import re
 import textwrap
 from pathlib import Path
 
-import pytest
-from llama_index.core.base.llms.types import ChatMessage, ChatResponse
-from llama_index.llms.openai import OpenAI
+import llama_index.llms.openai
+import llama_index.llms.openai_like
+
+import llama_index_docmemo
+from llama_index_docmemo.llms import OpenAICompatible, QwenVL
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "llama_index_docmemo"
 PUBLIC_MODULES = ("llama_index_docmemo", "llama_index_docmemo.evaluation.compare")
-
-HOOKS = {
-    "_chat": ["self", "messages", "kwargs"],
-    "_achat": ["self", "messages", "kwargs"],
-    "_stream_chat": ["self", "messages", "kwargs"],
-    "_astream_chat": ["self", "messages", "kwargs"],
-    "_get_client": ["self"],
-    "_get_aclient": ["self"],
-    "_get_model_kwargs": ["self", "kwargs"],
-}
+OPENAI_PRIVATE = re.compile(
+    r"_get_client|_get_aclient|_get_model_kwargs|_get_credential_kwargs|_http_client"
+    r"|\b_(a?stream_)?a?chat\b"
+)
+"""The private members of llama-index-llms-openai's ``OpenAI`` the package once relied on."""
 
 
-@pytest.mark.parametrize(("name", "parameters"), sorted(HOOKS.items()))
-def test_the_openai_hooks_openai_compatible_implements_still_exist(name, parameters) -> None:
-    hook = getattr(OpenAI, name, None)
-    assert hook is not None, f"llama-index-llms-openai has no OpenAI.{name} any more"
-    signature = inspect.signature(inspect.unwrap(hook))
-    assert list(signature.parameters) == parameters
+def _openai_classes() -> set[type]:
+    modules = (llama_index.llms.openai, llama_index.llms.openai_like)
+    return {
+        value
+        for module in modules
+        for value in vars(module).values()
+        if inspect.isclass(value) and value.__module__.startswith("llama_index.llms.openai")
+    }
 
 
-class _Probe(OpenAI):
-    """An OpenAI class whose request hooks answer themselves (no network)."""
-
-    def _chat(self, messages, **kwargs):  # noqa: ANN001, ANN003, ANN202
-        return ChatResponse(message=ChatMessage(role="assistant", content="sync hook"))
-
-    async def _achat(self, messages, **kwargs):  # noqa: ANN001, ANN003, ANN202
-        return ChatResponse(message=ChatMessage(role="assistant", content="async hook"))
+def test_no_class_of_the_package_subclasses_a_llama_index_llms_openai_class() -> None:
+    openai_classes = _openai_classes()
+    assert openai_classes  # OpenAI, OpenAILike...
+    for llm in (OpenAICompatible, QwenVL):
+        assert not set(llm.__mro__) & openai_classes, llm
+    assert llama_index_docmemo.OpenAICompatible is OpenAICompatible
 
 
-async def test_openai_chat_goes_through_the_chat_hooks() -> None:
-    """``chat`` / ``achat`` of a chat model must call ``_chat`` / ``_achat`` (else the deadline
-    and error mapping of ``OpenAICompatible`` would be skipped)."""
-    llm = _Probe(model="gpt-4o", api_key="sk-test")
-    messages = [ChatMessage(role="user", content="hi")]
-    assert llm.chat(messages).message.content == "sync hook"
-    assert (await llm.achat(messages)).message.content == "async hook"
+def test_no_private_member_of_llama_index_llms_openai_is_used() -> None:
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path, text in _package_sources()
+        for number, line in enumerate(text.splitlines(), 1)
+        if OPENAI_PRIVATE.search(line)
+    ]
+    assert offenders == []
 
 
 def _package_sources() -> list[tuple[Path, str]]:

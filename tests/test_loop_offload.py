@@ -108,7 +108,7 @@ def test_the_qwen_vl_client_formats_its_prompt_off_the_loop(monkeypatch) -> None
     assert reply == Reply(answer="42") and threads == [threads[0]] and threads[0] != loop_thread
 
 
-def test_a_loop_s_client_is_made_once_off_the_loop_and_is_the_one_the_parent_uses(
+def test_a_loop_s_client_is_made_once_off_the_loop_and_kept_for_the_loop(
     monkeypatch,
 ) -> None:
     llm = QwenVL(api_base="http://127.0.0.1:9/v1")
@@ -117,7 +117,7 @@ def test_a_loop_s_client_is_made_once_off_the_loop_and_is_the_one_the_parent_use
 
     async def clients() -> tuple[Any, Any, Any, int]:
         first, second = await asyncio.gather(llm._loop_client(), llm._loop_client())
-        return first, second, llm._get_aclient(), threading.get_ident()
+        return first, second, await llm._loop_client(), threading.get_ident()
 
     first, second, parents, loop_thread = asyncio.run(clients())
     assert first is second is parents

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+import httpx
 import pytest
 from llama_index.core.base.llms.types import ChatMessage, ImageBlock, TextBlock
 from PIL import Image
@@ -52,8 +53,8 @@ def test_no_url_is_a_clear_error(monkeypatch) -> None:
 
 def test_the_openai_client_does_the_retries_and_timeouts() -> None:
     llm = QwenVL(api_base="http://127.0.0.1:9/v1", max_retries=4, timeout=7)
-    for client in (llm._get_client(), llm._get_aclient()):
-        assert client.max_retries == 4 and client.timeout == 7
+    for client in (llm._sync_client(), llm._new_aclient()):
+        assert client.max_retries == 4 and client.timeout == httpx.Timeout(7)
 
 
 def test_settings_for_any_server_come_from_the_environment(monkeypatch) -> None:

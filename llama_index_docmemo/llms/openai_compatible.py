@@ -1,6 +1,9 @@
 """A LlamaIndex chat LLM for any OpenAI-compatible server: vLLM, llama.cpp, Ollama, OpenAI.
 
-What it adds to ``OpenAILike``:
+Written on LlamaIndex's public :class:`~llama_index.core.llms.LLM` interface and the ``openai``
+SDK's public clients (``AsyncOpenAI`` on the async path, ``OpenAI`` on the sync one), with no
+class or private hook of llama-index-llms-openai (only its public message converters, so the
+request bytes are those LlamaIndex's ``OpenAI`` sends). What it adds:
 
 - **structured output on every common server**, behind LlamaIndex's own interface
   (``structured_predict`` / ``astructured_predict``, so any LlamaIndex code gets it): the
@@ -9,16 +12,16 @@ What it adds to ``OpenAILike``:
   remembering per server what worked in its ``server_memory`` (``llms/structured_predict.py``,
   ``llms/servers.py``);
 - **a total deadline per request** (``request_deadline``, ``llms/deadline.py``) on top of the
-  ``openai`` client's own per-read ``timeout`` and ``max_retries`` (connection errors, timeouts,
-  408/409/429/5xx, exponential backoff, ``Retry-After``): the client's retries are the only
-  retries; llama-index-llms-openai's tenacity layer is not involved because the request hooks
-  ``_chat``/``_achat`` are implemented here;
+  client's per-read ``httpx.Timeout`` and its bounded ``max_retries`` (connection errors,
+  timeouts, 408/409/429/5xx, exponential backoff, ``Retry-After``): the client's retries are the
+  only retries;
 - **the context window** (:meth:`OpenAICompatible.context_budget`): set, read from the server's
   model list (vLLM's ``max_model_len``) or learned from its overflow error;
 - page images sized for the model (``llms/images.py``) within ``max_image_side``, at most
   ``max_images_per_prompt`` per request,
   none at all when ``multimodal=False``;
-- every failure an :class:`~llama_index_docmemo.errors.LLMError` naming the URL and model.
+- every failure, and every reply without an answer, an
+  :class:`~llama_index_docmemo.errors.LLMError` naming the URL and model (:func:`chat_response`).
 """
 
 from __future__ import annotations
@@ -32,16 +35,28 @@ from typing import Any
 
 import httpx
 import openai
+from llama_index.core.base.llms.generic_utils import (
+    achat_to_completion_decorator,
+    astream_chat_to_completion_decorator,
+    chat_to_completion_decorator,
+    stream_chat_to_completion_decorator,
+)
 from llama_index.core.base.llms.types import (
     ChatMessage,
     ChatResponse,
     ChatResponseAsyncGen,
     ChatResponseGen,
+    CompletionResponse,
+    CompletionResponseAsyncGen,
+    CompletionResponseGen,
     ImageBlock,
+    LLMMetadata,
+    MessageRole,
 )
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
+from llama_index.core.llms import LLM
+from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from llama_index.llms.openai.utils import from_openai_message, to_openai_message_dicts
-from llama_index.llms.openai_like import OpenAILike
 
 from llama_index_docmemo.blocking import to_thread
 from llama_index_docmemo.errors import LLMError
@@ -86,7 +101,49 @@ def _usage(response: Any) -> dict[str, int]:
     }
 
 
-class OpenAICompatible(ServerStructuredOutput, OpenAILike):
+def chat_response(response: Any, where: str) -> ChatResponse:
+    """The :class:`ChatResponse` of a raw chat completion, or an :class:`LLMError` naming
+    ``where`` and what the reply lacks (a server answering 200 with no choice to read)."""
+    choices = getattr(response, "choices", None)
+    if not choices or getattr(choices[0], "message", None) is None:
+        raise LLMError(f"{where}: the reply has no message to read ({str(response)[:200]!r})")
+    return ChatResponse(
+        message=from_openai_message(choices[0].message, modalities=["text"]),
+        raw=response,
+        additional_kwargs=_usage(response),
+    )
+
+
+def _stream_responses(chunks: Any) -> Any:
+    """A generator of cumulative :class:`ChatResponse`s from the stream's chunks (sync)."""
+    content = ""
+    for chunk in chunks:
+        response, content = _delta_response(chunk, content)
+        if response is not None:
+            yield response
+
+
+async def _astream_responses(chunks: Any) -> Any:
+    """Async :func:`_stream_responses`."""
+    content = ""
+    async for chunk in chunks:
+        response, content = _delta_response(chunk, content)
+        if response is not None:
+            yield response
+
+
+def _delta_response(chunk: Any, content: str) -> tuple[ChatResponse | None, str]:
+    """One streamed chunk as (the answer so far, its text); None for a chunk without a delta."""
+    delta = chunk.choices[0].delta if chunk.choices else None
+    if delta is None:
+        return None, content
+    piece = delta.content or ""
+    content += piece
+    message = ChatMessage(role=delta.role or MessageRole.ASSISTANT, content=content)
+    return ChatResponse(message=message, delta=piece, raw=chunk), content
+
+
+class OpenAICompatible(ServerStructuredOutput, LLM):
     """A chat model behind any OpenAI-compatible ``/v1/chat/completions`` endpoint.
 
     Every argument falls back to an environment variable, then a default.
@@ -120,6 +177,16 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
             to share it.
     """
 
+    model: str = Field(description="The served model name.")
+    api_base: str = Field(description="The server's URL, ending in /v1.")
+    api_key: str = Field(default="EMPTY", exclude=True)
+    temperature: float = Field(default=0.0, ge=0.0)
+    max_tokens: int | None = Field(default=2048, gt=0)
+    context_window: int = Field(default=DEFAULT_CONTEXT_WINDOW, gt=0)
+    timeout: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=2, ge=0)
+    default_headers: dict[str, str] | None = Field(default=None)
+    additional_kwargs: dict[str, Any] = Field(default_factory=dict)
     structured_mode: StructuredMode = Field(default="auto")
     request_deadline: float = Field(default=180.0, gt=0)
     multimodal: bool = Field(default=True)
@@ -130,6 +197,7 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
     server_memory: ServerMemory = Field(default_factory=ServerMemory, exclude=True)
 
     _window_is_set: bool = PrivateAttr(default=False)
+    _sync: openai.OpenAI | None = PrivateAttr(default=None)
     _aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, openai.AsyncOpenAI] = (
         PrivateAttr(default_factory=weakref.WeakKeyDictionary)
     )
@@ -173,8 +241,6 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
             model=model,
             api_base=api_base.rstrip("/"),
             api_key=api_key or env.api_key or "EMPTY",
-            is_chat_model=True,
-            is_function_calling_model=False,
             context_window=window or DEFAULT_CONTEXT_WINDOW,
             max_tokens=max_tokens or env.max_tokens or 2048,
             temperature=temperature,
@@ -184,54 +250,68 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
             request_deadline=request_deadline or env.deadline or 180.0,
             multimodal=True if images is None else images,
             server_memory=server_memory if server_memory is not None else ServerMemory(),
-            http_client=openai.DefaultHttpxClient(transport=DeadlineTransport()),
             **kwargs,
         )
         self._window_is_set = window is not None
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        """Unpickled (a Ray worker summarising pages): HTTP clients do not pickle, make new ones."""
-        super().__setstate__(state)
-        self._client = None
-        self._aclients = weakref.WeakKeyDictionary()
-        self._http_client = openai.DefaultHttpxClient(transport=DeadlineTransport())
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (a Ray worker summarising pages): HTTP clients do not pickle, so none go."""
+        state = super().__getstate__()
+        private = {**(state.get("__pydantic_private__") or {}), "_sync": None}
+        private["_aclients"] = None
+        return {**state, "__pydantic_private__": private}
 
-    def _get_aclient(self) -> openai.AsyncOpenAI:
-        """The async client of the running event loop: an ``httpx`` pool's connections belong
-        to the loop that opened them, so a client kept from an earlier ``asyncio.run`` fails
-        with "Event loop is closed". Each loop's client goes with its loop (asked outside a
-        loop: a new client, kept by nobody)."""
-        try:
-            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:
-            loop = None
-        client = self._aclients.get(loop) if loop is not None else None
-        if client is None:
-            client = self._new_aclient()
-            if loop is not None:
-                client = self._aclients.setdefault(loop, client)
-        return client
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self._aclients = weakref.WeakKeyDictionary()
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "OpenAICompatible"
+
+    @property
+    def metadata(self) -> LLMMetadata:
+        return LLMMetadata(
+            context_window=self.context_window,
+            num_output=self.max_tokens or -1,
+            is_chat_model=True,
+            is_function_calling_model=False,
+            model_name=self.model,
+        )
+
+    # -- clients: the openai SDK's, one total deadline in their transport ---------------------
+    def _client_options(self) -> dict[str, Any]:
+        return {
+            "api_key": self.api_key,
+            "base_url": self.api_base,
+            "max_retries": self.max_retries,
+            "timeout": httpx.Timeout(self.timeout),
+            "default_headers": self.default_headers,
+        }
+
+    def _sync_client(self) -> openai.OpenAI:
+        """The sync client (made once)."""
+        if self._sync is None:
+            http = openai.DefaultHttpxClient(transport=DeadlineTransport())
+            self._sync = openai.OpenAI(**self._client_options(), http_client=http)
+        return self._sync
 
     def _new_aclient(self) -> openai.AsyncOpenAI:
         """A new async client with the deadline transport (no loop of its own yet)."""
         http = openai.DefaultAsyncHttpxClient(transport=AsyncDeadlineTransport())
-        return openai.AsyncOpenAI(
-            **{**self._get_credential_kwargs(is_async=True), "http_client": http}
-        )
+        return openai.AsyncOpenAI(**self._client_options(), http_client=http)
 
     async def _loop_client(self) -> openai.AsyncOpenAI:
-        """:meth:`_get_aclient` of the running loop, made in a worker thread the first time: an
-        ``httpx`` client loads the CA certificates as it is made (some 55 ms of CPU, which the
-        loop's first request would otherwise wait on)."""
+        """The async client of the running event loop: an ``httpx`` pool's connections belong
+        to the loop that opened them, so a client kept from an earlier ``asyncio.run`` fails
+        with "Event loop is closed"; each loop's client goes with its loop. Made in a worker
+        thread the first time: an ``httpx`` client loads the CA certificates as it is made
+        (some 55 ms of CPU, which the loop's first request would otherwise wait on)."""
         loop = asyncio.get_running_loop()
         client = self._aclients.get(loop)
         if client is None:
             client = self._aclients.setdefault(loop, await to_thread(self._new_aclient))
         return client
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "OpenAICompatible"
 
     # -- request shaping ----------------------------------------------------------------------
     def _prepare(self, messages: Sequence[ChatMessage]) -> list[ChatMessage]:
@@ -302,7 +382,7 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
     def _served_window(self) -> int | None:
         """The model's context length from ``GET /models`` (vLLM: ``max_model_len``)."""
         try:
-            client = self._get_client().with_options(timeout=10.0, max_retries=0)
+            client = self._sync_client().with_options(timeout=10.0, max_retries=0)
             models = client.models.list()
         except openai.OpenAIError as exc:
             logger.info("%s: model list not readable (%s)", self.api_base, describe(exc))
@@ -331,79 +411,104 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
             self.server_memory.update(self.server, context_window=failure.window)
         return failure
 
-    # -- transport: the openai client's retries, one total deadline ----------------------------
-    @staticmethod
-    def _headers(kwargs: dict[str, Any], at: float | None) -> dict[str, Any]:
-        """``kwargs`` with the deadline header added (for :class:`DeadlineTransport`)."""
-        return {**kwargs, "extra_headers": {**(kwargs.get("extra_headers") or {}), **header(at)}}
+    # -- requests: the client's retries, one total deadline ------------------------------------
+    @property
+    def _where(self) -> str:
+        return f"LLM endpoint {self.api_base} (model {self.model})"
 
-    def _response(self, response: Any) -> ChatResponse:
-        choice = response.choices[0]
-        return ChatResponse(
-            message=from_openai_message(choice.message, modalities=["text"]),
-            raw=response,
-            additional_kwargs=_usage(response),
-        )
+    def _request(self, messages: Sequence[ChatMessage], at: float | None, **kwargs: Any) -> Any:
+        """The ``chat.completions.create`` arguments: LlamaIndex's ``OpenAI`` request shape
+        (model, temperature, max_tokens, the caller's options, ``additional_kwargs``) and the
+        deadline header for the transport."""
+        options: dict[str, Any] = {"model": self.model, "temperature": self.temperature, **kwargs}
+        if self.max_tokens is not None:
+            options["max_tokens"] = self.max_tokens
+        options |= self.additional_kwargs
+        extra = {**(options.get("extra_headers") or {}), **header(at)}
+        return {"messages": self._message_dicts(messages), **options, "extra_headers": extra}
 
     def _message_dicts(self, messages: Sequence[ChatMessage]) -> list[Any]:
         """The request's messages as the ``openai`` client sends them (images as base64 data)."""
         return to_openai_message_dicts(self._prepare(messages), model=self.model)
 
-    def _chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
-        dicts = self._message_dicts(messages)
+    @llm_chat_callback()
+    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
         at = deadline_at(self.request_deadline)
-
-        def send() -> Any:
-            return self._get_client().chat.completions.create(
-                messages=dicts, stream=False, **self._get_model_kwargs(**self._headers(kwargs, at))
-            )
-
+        request = self._request(messages, at, stream=False, **kwargs)
         try:
-            return self._response(call_with_deadline(send, at))
+            reply = call_with_deadline(
+                lambda: self._sync_client().chat.completions.create(**request), at
+            )
         except (openai.OpenAIError, DeadlineExceeded) as exc:
             raise self._failure(exc) from exc
+        return chat_response(reply, self._where)
 
-    async def _achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+    @llm_chat_callback()
+    async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
         """The ``openai`` async client, cancelled at the deadline. Bringing page images
         within ``max_image_side`` and into base64 is tens of milliseconds of CPU a request:
         that runs off the event loop."""
-        dicts = await to_thread(self._message_dicts, messages)
-        client = await self._loop_client()
         at = deadline_at(self.request_deadline)
-        request = client.chat.completions.create(
-            messages=dicts, stream=False, **self._get_model_kwargs(**self._headers(kwargs, at))
-        )
+        request = await to_thread(self._request, messages, at, stream=False, **kwargs)
+        client = await self._loop_client()
         try:
-            return self._response(await await_with_deadline(request, at))
+            reply = await await_with_deadline(client.chat.completions.create(**request), at)
         except (openai.OpenAIError, DeadlineExceeded) as exc:
             raise self._failure(exc) from exc
+        return chat_response(reply, self._where)
 
-    def _stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
-        # the parent builds the stream lazily (its retry decorator wraps only that building, so
-        # the openai client's retries stay the only ones); the deadline bounds every chunk
+    @llm_chat_callback()
+    def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
+        """The answer as it comes (sent on the first ``next``); the deadline bounds every chunk."""
         at = deadline_at(self.request_deadline)
-        chunks = super()._stream_chat(self._prepare(messages), **self._headers(kwargs, at))
+        request = self._request(messages, at, stream=True, **kwargs)
 
         def guarded() -> ChatResponseGen:
             try:
-                yield from iterate_with_deadline(chunks, at)
+                chunks = self._sync_client().chat.completions.create(**request)
+                yield from iterate_with_deadline(_stream_responses(chunks), at)
             except (openai.OpenAIError, httpx.HTTPError, DeadlineExceeded) as exc:
                 raise self._failure(exc) from exc
 
         return guarded()
 
-    async def _astream_chat(
+    @llm_chat_callback()
+    async def astream_chat(
         self, messages: Sequence[ChatMessage], **kwargs: Any
     ) -> ChatResponseAsyncGen:
-        await self._loop_client()  # the parent then finds it
         at = deadline_at(self.request_deadline)
-        chunks = await super()._astream_chat(self._prepare(messages), **self._headers(kwargs, at))
+        request = await to_thread(self._request, messages, at, stream=True, **kwargs)
+        client = await self._loop_client()
 
         async def guarded() -> ChatResponseAsyncGen:
             try:
-                async for chunk in aiterate_with_deadline(chunks, at):
-                    yield chunk
+                chunks = await await_with_deadline(client.chat.completions.create(**request), at)
+                async for response in aiterate_with_deadline(_astream_responses(chunks), at):
+                    yield response
             except (openai.OpenAIError, httpx.HTTPError, DeadlineExceeded) as exc:
                 raise self._failure(exc) from exc
 
         return guarded()
+
+    # -- completions: the chat endpoint, a prompt as one user turn ------------------------------
+    @llm_completion_callback()
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        return chat_to_completion_decorator(self.chat)(prompt, **kwargs)
+
+    @llm_completion_callback()
+    async def acomplete(
+        self, prompt: str, formatted: bool = False, **kwargs: Any
+    ) -> CompletionResponse:
+        return await achat_to_completion_decorator(self.achat)(prompt, **kwargs)
+
+    @llm_completion_callback()
+    def stream_complete(
+        self, prompt: str, formatted: bool = False, **kwargs: Any
+    ) -> CompletionResponseGen:
+        return stream_chat_to_completion_decorator(self.stream_chat)(prompt, **kwargs)
+
+    @llm_completion_callback()
+    async def astream_complete(
+        self, prompt: str, formatted: bool = False, **kwargs: Any
+    ) -> CompletionResponseAsyncGen:
+        return await astream_chat_to_completion_decorator(self.astream_chat)(prompt, **kwargs)
