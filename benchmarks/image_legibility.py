@@ -2,13 +2,13 @@
 page images encoded each way, against the PDF's own text layer.
 
 Pages 2-6 (``--pages``) of the chosen PDFs (``--pdf``, or the first with a text layer of each dev set) are
-rendered at 1500 px, sized for the family (``llms/image_budget.py``), encoded each way (format,
+rendered at 1500 px, sized for the family (``llms/image_policy.py``), encoded each way (format,
 JPEG quality, a scale of the family's size, colour or grayscale), OCR'd by Tesseract (inside
 MuPDF, as ``ingest/ocr.py`` does) at twice the pixels sent, and scored by the share of the text
 layer's words (4+ letters, as a multiset) that the OCR finds. Doubling gives Tesseract the
 x-height it needs without adding information: only what the encoding kept is read. A variant that
 loses words loses them for a VLM too; equal recall says the bytes saved cost nothing Tesseract
-can see. The default variants are PNG, the byte budget's rungs (``llms/byte_budget.py``) and a
+can see. The default variants are PNG, the byte budget's rungs (``llms/image_policy.py``) and a
 grid around them.
 
 Usage: python benchmarks/image_legibility.py --data /work/shared/data [--docs 3] [--family openai]
@@ -29,8 +29,7 @@ import pymupdf
 from PIL import Image
 
 from llama_index_docmemo.ingest.pdf import render_page
-from llama_index_docmemo.llms.byte_budget import LADDER
-from llama_index_docmemo.llms.image_budget import fit_size
+from llama_index_docmemo.llms.image_policy import LADDER, fit_size
 
 GRID = ["PNG:0:1.0:RGB", "JPEG:70:1.0:L", "JPEG:70:0.8:RGB", "JPEG:50:0.8:RGB", "JPEG:40:0.7:RGB"]
 OCR_UPSCALE = 2

@@ -4,11 +4,11 @@ For each PDF, pages 2-6 are shown to :class:`VLMReasoner` (rendered as the engin
 with three crops (the middle band of pages 2-4, rendered by the crop postprocessor's
 ``render_crop``); the request body is what the ``openai`` client would send (the messages as
 LlamaIndex converts them, in JSON). Image tokens are the model family's formula over the sizes
-sent (``llms/image_budget.py``). Runs against any checkout, so before/after compare the same way.
+sent (``llms/image_policy.py``). Runs against any checkout, so before/after compare the same way.
 
 With ``--text`` each page also carries its text layer (as a real round does, within the
 reader's 24,000 characters); ``--max-image-bytes`` sets the reader's byte budget (``off``: none;
-default the reader's own, ``llms/byte_budget.py``).
+default the reader's own, ``llms/image_policy.py``).
 
 Usage: PYTHONPATH=<checkout> python benchmarks/request_size.py --data /work/shared/data [--docs 8]
        [--model gpt-4o | --model Qwen/Qwen2.5-VL-7B-Instruct] [--text] [--max-image-bytes N|off]
@@ -30,7 +30,7 @@ from llama_index.llms.openai.utils import to_openai_message_dicts
 from PIL import Image
 
 from llama_index_docmemo.ingest.pdf import render_page
-from llama_index_docmemo.llms.image_budget import image_tokens, model_family
+from llama_index_docmemo.llms.image_policy import image_tokens, model_family
 from llama_index_docmemo.postprocessors.crops import render_crop
 from llama_index_docmemo.reasoning.base import CropView, PageView, ReasoningInput
 from llama_index_docmemo.reasoning.vlm import VLMReasoner

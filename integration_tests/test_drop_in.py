@@ -33,7 +33,7 @@ from llama_index_docmemo import (
     open_store,
 )
 from llama_index_docmemo.cli import main
-from llama_index_docmemo.llms.image_budget import image_tokens
+from llama_index_docmemo.llms.image_policy import image_tokens
 from llama_index_docmemo.llms.servers import ServerMemory, server_key
 
 QUESTION = "What was the retail segment margin in 2023?"

@@ -18,9 +18,8 @@ from llama_index.llms.openai import OpenAI
 from integration_tests.fake_vllm_server import FakeVLLM, Reply, Request
 from integration_tests.scripted_replies import reader_reply
 from llama_index_docmemo.events import counting_llm_calls
-from llama_index_docmemo.ingest.page_images import PageImage
-from llama_index_docmemo.llms.byte_budget import DEFAULT_MAX_IMAGE_BYTES
-from llama_index_docmemo.llms.image_budget import image_tokens
+from llama_index_docmemo.llms.image_policy import DEFAULT_MAX_IMAGE_BYTES, image_tokens
+from llama_index_docmemo.page_images import PageImage
 from llama_index_docmemo.postprocessors.crops import render_crop
 from llama_index_docmemo.reasoning.base import CropView, PageView, ReasoningInput
 from llama_index_docmemo.reasoning.vlm import VLMReasoner

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from llama_index_docmemo.evidence.abstention import AbstainRule
-from llama_index_docmemo.llms.byte_budget import DEFAULT_MAX_IMAGE_BYTES
+from llama_index_docmemo.llms.image_policy import DEFAULT_MAX_IMAGE_BYTES
 
 
 class _Settings(BaseModel):
@@ -205,10 +205,10 @@ class BudgetSettings(_Settings):
         max_question_chars / question_overflow: questions longer than this are refused
             ("error") or cut ("truncate"); an empty question is always refused.
         max_image_tokens: most tokens one page or crop image may cost the reader and reranker,
-            by the model family's formula (``llms/image_budget.py``); None sends each image at
+            by the model family's formula (``llms/image_policy.py``); None sends each image at
             the resolution the model uses, and never more.
         max_image_bytes: most base64 bytes the images of one reader or reranker request may
-            take (``llms/byte_budget.py``: lower JPEG quality, then fewer pixels, the largest
+            take (``llms/image_policy.py``: lower JPEG quality, then fewer pixels, the largest
             image first; past the floor the lowest-priority images go as text). The default
             keeps a request within 1 MB, the body many proxies refuse beyond; None: no budget.
     """

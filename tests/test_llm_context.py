@@ -18,8 +18,9 @@ from llama_index_docmemo.llms.context import (
     learned_ratio,
     parse_overflow,
 )
+from llama_index_docmemo.llms.exchange import to_messages
 from llama_index_docmemo.reasoning.base import PageView, ReasoningInput
-from llama_index_docmemo.reasoning.prompts import READER_SYSTEM, reading_prompt, to_messages
+from llama_index_docmemo.reasoning.prompts import READER_SYSTEM, reading_prompt
 from llama_index_docmemo.types import PageRef
 
 

@@ -9,8 +9,7 @@ from llama_index.llms.openai import OpenAI
 from PIL import Image
 
 from llama_index_docmemo.llms import QwenVL
-from llama_index_docmemo.llms.byte_budget import LADDER
-from llama_index_docmemo.llms.image_budget import MIN_LONG_SIDE, image_tokens
+from llama_index_docmemo.llms.image_policy import LADDER, MIN_LONG_SIDE, image_tokens
 from llama_index_docmemo.llms.images import (
     PAGE_SIZE,
     ImageSizing,

@@ -20,10 +20,9 @@ from llama_index.core.prompts import ChatPromptTemplate
 from PIL import Image
 from pydantic import BaseModel
 
-from llama_index_docmemo.llms import QwenVL
+from llama_index_docmemo.llms import QwenVL, exchange
+from llama_index_docmemo.llms.exchange import ImageSlot
 from llama_index_docmemo.llms.images import ImageSizing, encode_image
-from llama_index_docmemo.reasoning import exchange
-from llama_index_docmemo.reasoning.prompts import ImageSlot
 from llama_index_docmemo.step_runtime import arun, run
 
 

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import os
 
+from llama_index_docmemo.ingest.summaries import summary_prompt
+from llama_index_docmemo.llms.exchange import ImageSlot, clip_lines
 from llama_index_docmemo.reasoning.base import CropView, EvidenceNote, PageView, ReasoningInput
 from llama_index_docmemo.reasoning.prompts import (
-    ImageSlot,
-    clip_lines,
     page_text_budget,
     plan_images,
     reading_prompt,
     rerank_prompt,
-    summary_prompt,
 )
 from llama_index_docmemo.types import PageInput, PageRef
 
@@ -142,8 +141,9 @@ def test_repair_request_carries_the_problem_schema_and_fenced_reply() -> None:
 
 def test_two_questions_on_the_same_documents_share_everything_up_to_the_question() -> None:
     """Servers' prefix caches reuse the longest common prefix: system turn, then the outline."""
+    from llama_index_docmemo.llms.exchange import to_messages
     from llama_index_docmemo.memory.schema import DocumentSchema, SchemaMemory, Section
-    from llama_index_docmemo.reasoning.prompts import READER_SYSTEM_PROMPT, to_messages
+    from llama_index_docmemo.reasoning.prompts import READER_SYSTEM_PROMPT
 
     a = DocumentSchema(
         doc_id="a.pdf",

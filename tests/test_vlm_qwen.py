@@ -123,3 +123,18 @@ def test_prepare_reencodes_large_images_or_another_format_than_asked() -> None:
         [ChatMessage(role="user", blocks=[encode_image(Image.new("RGB", (56, 56)), ImageSizing())])]
     )
     assert decoded(as_png[0].blocks[0]).format == "PNG"
+
+
+@pytest.mark.parametrize(
+    "reply", [{"choices": []}, {"choices": [{"index": 0}]}, "<html>busy</html>"]
+)
+def test_a_reply_without_a_message_is_an_llm_error_naming_the_server(reply) -> None:
+    """A 200 whose body has no message to read (no choice, a choice without message, a proxy's
+    HTML page) ends as the package's LLMError naming the server, not an IndexError."""
+    from openai.types.chat import ChatCompletion
+
+    from llama_index_docmemo.llms.openai_compatible import chat_response
+
+    raw = ChatCompletion.construct(**reply) if isinstance(reply, dict) else reply
+    with pytest.raises(LLMError, match=r"LLM endpoint http://x/v1 \(model m\): the reply has no"):
+        chat_response(raw, "LLM endpoint http://x/v1 (model m)")

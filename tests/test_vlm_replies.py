@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from llama_index_docmemo.ingest.summaries import SummaryReply, summaries_of
+from llama_index_docmemo.llms.exchange import ReplyLimits, clip
 from llama_index_docmemo.llms.structured import (
     ReplyError,
     extract_json,
@@ -14,13 +16,9 @@ from llama_index_docmemo.llms.structured import (
 )
 from llama_index_docmemo.reasoning.replies import (
     FeedbackReply,
-    ReplyLimits,
     RerankReply,
-    SummaryReply,
-    clip,
     feedback_of,
     picks_of,
-    summaries_of,
 )
 from llama_index_docmemo.types import Feedback, PageRef
 

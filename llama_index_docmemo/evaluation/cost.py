@@ -123,8 +123,8 @@ DEFAULT_COST_MODEL = "gpt-4o"
 
 def token_estimate(model: str = DEFAULT_COST_MODEL) -> TokenEstimate:
     """The estimate for ``model``: its family's image tokens for :data:`RENDERED_PAGE` sent at
-    the size worth sending (``llms.image_budget``), plus the measured text parts."""
-    from llama_index_docmemo.llms.image_budget import fit_size, image_tokens, model_family
+    the size worth sending (``llms.image_policy``), plus the measured text parts."""
+    from llama_index_docmemo.llms.image_policy import fit_size, image_tokens, model_family
 
     family = model_family(model)
     image = image_tokens(family, *fit_size(family, *RENDERED_PAGE))

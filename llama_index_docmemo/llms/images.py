@@ -1,7 +1,7 @@
 """Page and crop images as chat image blocks, sized and encoded for the model that reads them.
 
 The one place that decides an image's pixels and format: :class:`ImageSizing` takes the LLM's
-model family (``llms/image_budget.py``: OpenAI's tiles, Qwen-VL's patches, Claude's and Gemini's
+model family (``llms/image_policy.py``: OpenAI's tiles, Qwen-VL's patches, Claude's and Gemini's
 limits), an optional per-image token budget and the server's own long-side cap, and
 :func:`encode_image` sends no more pixels than that model uses, as JPEG (every provider and
 local server decodes it); PNG only for a server that asks (``OpenAICompatible(image_format=
@@ -9,7 +9,7 @@ local server decodes it); PNG only for a server that asks (``OpenAICompatible(im
 words for Tesseract, which that run gave 0.75 of the pixels sent; not measured again), while JPEG
 keeps PNG's word recall at a third its bytes (``benchmarks/image_legibility.py``).
 :func:`load_blocks` encodes the images of one request within a byte budget
-(``llms/byte_budget.py``): lower quality, then fewer pixels, the largest image first.
+(``llms/image_policy.py``): lower quality, then fewer pixels, the largest image first.
 """
 
 from __future__ import annotations
@@ -24,8 +24,15 @@ from typing import TYPE_CHECKING, Literal, TypeVar
 
 from llama_index.core.base.llms.types import ChatMessage, ImageBlock
 
-from llama_index_docmemo.llms.byte_budget import LADDER, Rung, rung_scale, spend
-from llama_index_docmemo.llms.image_budget import fit_size, image_tokens, model_family
+from llama_index_docmemo.llms.image_policy import (
+    LADDER,
+    Rung,
+    fit_size,
+    image_tokens,
+    model_family,
+    rung_scale,
+    spend,
+)
 from llama_index_docmemo.llms.vision import model_name
 
 if TYPE_CHECKING:
@@ -40,7 +47,7 @@ ImageFormat = Literal["JPEG", "PNG"]
 
 MAX_IMAGE_SIDE = 1500
 """Long side of the page images rendered for readers (the largest any family uses, see
-``image_budget``) and the default cap of :class:`~llama_index_docmemo.OpenAICompatible`."""
+``image_policy``) and the default cap of :class:`~llama_index_docmemo.OpenAICompatible`."""
 
 
 @dataclass(frozen=True)
@@ -48,7 +55,7 @@ class ImageSizing:
     """How images for one LLM are sized and encoded.
 
     Args:
-        family: the model family (:func:`~llama_index_docmemo.llms.image_budget.model_family`).
+        family: the model family (:func:`~llama_index_docmemo.llms.image_policy.model_family`).
         max_tokens: most tokens one image may cost (None: the family's effective resolution).
         max_side: the server's own long-side cap in pixels (None: none).
         image_format: "JPEG" (default) or "PNG".
@@ -209,7 +216,7 @@ def load_blocks(
     """The images of one request, each loaded (rendered) and encoded for its sizing; one that
     fails is left out with a warning (its page is still shown as text). ``images`` is in
     priority order; with ``max_bytes`` their base64 fits it (:func:`~llama_index_docmemo.llms.
-    byte_budget.spend`: lower quality, then fewer pixels, the largest first; past the floor the
+    image_policy.spend`: lower quality, then fewer pixels, the largest first; past the floor the
     last images are left out). Blocking: the async driver runs it off the loop."""
     loaded: dict[K, tuple[ImageSizing, Image]] = {}
     for key, (sizing, load) in images.items():

@@ -16,7 +16,7 @@ class QwenVL(OpenAICompatible):
 
     The same arguments as :class:`OpenAICompatible`; the model defaults to
     ``$DOCMEMO_LLM_MODEL`` or Qwen/Qwen2.5-VL-7B-Instruct. Images are sent at multiples of 28
-    px (what vLLM's ``smart_resize`` would make of them anyway, ``llms/image_budget.py``), each
+    px (what vLLM's ``smart_resize`` would make of them anyway, ``llms/image_policy.py``), each
     within ``tokens_per_image`` (2048, vLLM's ``max_pixels`` 2048·28·28 in docs/backends.md), which
     the window budget counts an image as; an engine's ``max_image_tokens`` makes them smaller.
     """

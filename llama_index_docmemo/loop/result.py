@@ -2,7 +2,7 @@
 round shown to the reader (page images, crops within the per-query cap).
 
 Evidence pages may carry their rendered image (for an app to show): the same file the reader was
-shown, rendered once per document version and page (``ingest/page_images.py``).
+shown, rendered once per document version and page (``page_images.py``).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 from llama_index.core.base.response.schema import Response
 from llama_index.core.schema import NodeWithScore
 
-from llama_index_docmemo.ingest.page_images import PageImage, page_image_files
 from llama_index_docmemo.loop.citing import cited_answer, mark_sources
 from llama_index_docmemo.nodes import PageWithScore, is_page, node_ref, page_node
+from llama_index_docmemo.page_images import PageImage, page_image_files
 from llama_index_docmemo.reasoning.base import CropView
 from llama_index_docmemo.step_runtime import Steps
 from llama_index_docmemo.trace import (

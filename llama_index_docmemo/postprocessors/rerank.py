@@ -21,19 +21,18 @@ from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_index_docmemo.ingest.page_images import PageImage
-from llama_index_docmemo.llms.byte_budget import DEFAULT_MAX_IMAGE_BYTES
+from llama_index_docmemo.llms.exchange import ImageSlot, ask_structured, request_messages
+from llama_index_docmemo.llms.image_policy import DEFAULT_MAX_IMAGE_BYTES
 from llama_index_docmemo.llms.images import ImageSizing, load_blocks, max_images, sizing_for
 from llama_index_docmemo.llms.servers import ServerMemory, memory_for
 from llama_index_docmemo.llms.vision import ImagesSetting, decide_images
 from llama_index_docmemo.nodes import node_ref
+from llama_index_docmemo.page_images import PageImage
 from llama_index_docmemo.paths import default_cache_dir
 from llama_index_docmemo.reasoning.base import PageView
-from llama_index_docmemo.reasoning.exchange import ask_structured, request_messages
 from llama_index_docmemo.reasoning.prompts import (
     RERANK_REPLY_PROMPT,
     RERANK_SYSTEM_PROMPT,
-    ImageSlot,
     rerank_prompt,
 )
 from llama_index_docmemo.reasoning.replies import RerankReply, picks_of
@@ -69,7 +68,7 @@ class LLMReranker(BaseNodePostprocessor, PromptMixin):
             candidates, within the LLM's images per request.
         image_side: long side in pixels of those images as rendered.
         max_image_tokens: most tokens one of them may cost (``llms/images.py``).
-        max_image_bytes: most base64 bytes their request may carry (``llms/byte_budget.py``;
+        max_image_bytes: most base64 bytes their request may carry (``llms/image_policy.py``;
             None: no byte budget).
         server_memory: what the LLM's server taught; default the LLM's own
             (:class:`~llama_index_docmemo.OpenAICompatible`), else one of this reranker's own

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from llama_index_docmemo.ingest.page_images import PageImage
+from llama_index_docmemo.page_images import PageImage
 from llama_index_docmemo.step_runtime import Steps, arun, offload
 from llama_index_docmemo.types import EvidenceNote, Feedback, PageRef, Status
 

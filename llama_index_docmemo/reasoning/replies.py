@@ -1,7 +1,7 @@
 """The replies an LLM sends back, as pydantic models, and how they are read as untrusted data.
 
 The models are what the reader, the reranker and the summariser ask for through LlamaIndex's
-structured output (``reasoning/exchange.py``); they are lenient on input (a page number written
+structured output (``llms/exchange.py``); they are lenient on input (a page number written
 "[3]" or "page 3" is 3). Prompts number the pages they show [1]..[n]; replies name pages by those
 local numbers, which are mapped back to :class:`PageRef` here. Numbers outside 1..n are dropped,
 lists are cut to fixed lengths, strings are clipped; nothing in a reply is ever executed or
@@ -10,59 +10,28 @@ obeyed. Pure: no I/O.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, BeforeValidator, WithJsonSchema
-
+from llama_index_docmemo.llms.exchange import (
+    LocalNumber,
+    OptionalText,
+    ReplyLimits,
+    ReplyModel,
+    Text,
+    clip,
+)
 from llama_index_docmemo.reasoning.base import EvidenceNote, Feedback
 from llama_index_docmemo.types import PageRef
 
-_LOCAL_NUMBER = re.compile(r"^\s*\[?\s*(?:page\s*)?(\d{1,6})\s*\]?\s*$", re.IGNORECASE)
 
-
-def _local_number(value: Any) -> int | None:
-    """A page number as the model may write it (3, "3", "[3]", "page 3"); None otherwise."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        match = _LOCAL_NUMBER.match(value)
-        return int(match.group(1)) if match else None
-    return None
-
-
-def _text(value: Any) -> Any:
-    """Numbers where text is expected become text; other types are left for validation."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return str(value)
-    return value
-
-
-LocalNumber = Annotated[
-    int | None, BeforeValidator(_local_number), WithJsonSchema({"type": "integer"})
-]
-"""A page number [1]..[n] as shown; lenient on input, a plain integer in the schema."""
-Text = Annotated[str, BeforeValidator(_text)]
-OptionalText = Annotated[str | None, BeforeValidator(_text)]
-
-
-class _Model(BaseModel):
-    model_config = {"extra": "ignore"}
-
-
-class _NoteReply(_Model):
+class _NoteReply(ReplyModel):
     page: LocalNumber = None
     fact: Text = ""
     quote: Text = ""
 
 
-class FeedbackReply(_Model):
+class FeedbackReply(ReplyModel):
     """What the reader found on the pages shown: facts with their page (local numbers [1]..[n])
     and the page's words they rest on (quote), which pages help and which do not, what is still
     missing, a verdict, an answer and a better search query."""
@@ -76,44 +45,10 @@ class FeedbackReply(_Model):
     refined_query: OptionalText = None
 
 
-class RerankReply(_Model):
+class RerankReply(ReplyModel):
     """The candidate pages (local numbers [1]..[n]) most worth reading next, best first."""
 
     pages: list[LocalNumber]
-
-
-class _SummaryItem(_Model):
-    page: LocalNumber = None
-    summary: Text = ""
-
-
-class SummaryReply(_Model):
-    """A one- or two-sentence description of each page shown (local numbers [1]..[n])."""
-
-    summaries: list[_SummaryItem]
-
-
-@dataclass(frozen=True)
-class ReplyLimits:
-    """Bounds on what one reply can put into the memories (and into later prompts)."""
-
-    max_notes: int = 20
-    max_missing: int = 8
-    answer_chars: int = 4000
-    fact_chars: int = 500
-    quote_chars: int = 400
-    missing_chars: int = 300
-    query_chars: int = 500
-    summary_chars: int = 400
-
-
-def clip(text: str, limit: int) -> str:
-    """``text`` whitespace-normalised and cut to ``limit`` characters at a word boundary."""
-    text = " ".join(text.split())
-    if len(text) <= limit:
-        return text
-    cut = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
-    return cut.rstrip() + "…"
 
 
 def _resolve(numbers: Sequence[int | None], refs: Sequence[PageRef]) -> list[PageRef]:
@@ -201,14 +136,3 @@ def feedback_of(reply: FeedbackReply, refs: Sequence[PageRef], limits: ReplyLimi
 def picks_of(reply: RerankReply, refs: Sequence[PageRef], k: int) -> list[PageRef]:
     """At most ``k`` of the candidate pages ``refs`` (shown as [1]..[n]), best first."""
     return _resolve(reply.pages, refs)[:k]
-
-
-def summaries_of(reply: SummaryReply, pages: Sequence[int], limits: ReplyLimits) -> dict[int, str]:
-    """Page number -> summary for the pages shown as [1]..[n] (``pages`` are their numbers)."""
-    out: dict[int, str] = {}
-    for item in reply.summaries:
-        n = item.page
-        summary = clip(item.summary, limits.summary_chars)
-        if n is not None and 1 <= n <= len(pages) and summary:
-            out.setdefault(pages[n - 1], summary)
-    return out

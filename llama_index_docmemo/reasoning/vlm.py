@@ -10,25 +10,29 @@ from typing import TYPE_CHECKING, Any
 from llama_index.core.base.llms.types import ChatMessage, ImageBlock
 from llama_index.core.prompts import BasePromptTemplate
 
-from llama_index_docmemo.ingest.page_images import page_image_files
-from llama_index_docmemo.llms.byte_budget import DEFAULT_MAX_IMAGE_BYTES
+from llama_index_docmemo.llms.exchange import (
+    ImageSlot,
+    ReplyLimits,
+    SystemReplyPrompts,
+    ask_structured,
+    request_messages,
+)
+from llama_index_docmemo.llms.image_policy import DEFAULT_MAX_IMAGE_BYTES
 from llama_index_docmemo.llms.images import ImageSizing, crop_sizing, load_blocks, sizing_for
 from llama_index_docmemo.llms.images import max_images as llm_max_images
 from llama_index_docmemo.llms.servers import ServerMemory, memory_for
 from llama_index_docmemo.llms.vision import ImageChoice, ImagesSetting, decide_images
+from llama_index_docmemo.page_images import page_image_files
 from llama_index_docmemo.reasoning.base import Feedback, PageView, Reasoner, ReasoningInput
-from llama_index_docmemo.reasoning.exchange import ask_structured, request_messages
 from llama_index_docmemo.reasoning.prompts import (
     READER_REPLY_PROMPT,
     READER_SYSTEM_PROMPT,
-    ImageSlot,
-    SystemReplyPrompts,
     page_text_budget,
     pages_shown_by_their_crop,
     plan_images,
     reading_prompt,
 )
-from llama_index_docmemo.reasoning.replies import FeedbackReply, ReplyLimits, feedback_of
+from llama_index_docmemo.reasoning.replies import FeedbackReply, feedback_of
 from llama_index_docmemo.step_runtime import Steps, offload, run
 
 if TYPE_CHECKING:
@@ -40,7 +44,7 @@ logger = logging.getLogger(__name__)
 class VLMReasoner(Reasoner, SystemReplyPrompts):
     """Reads pages with any LlamaIndex chat LLM: page images and text for one that takes images
     (``images``: see :func:`~llama_index_docmemo.llms.vision.decide_images`), page text otherwise.
-    The reply is asked for through LlamaIndex's structured output (``reasoning/exchange.py``).
+    The reply is asked for through LlamaIndex's structured output (``llms/exchange.py``).
 
     Its prompts (``system``, ``reply``) are reachable through ``get_prompts``/``update_prompts``.
 
@@ -56,7 +60,7 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
         max_image_tokens: most tokens one image may cost (``llms/images.py``; None: the
             resolution the model uses).
         max_image_bytes: most base64 bytes the images of one request may take
-            (``llms/byte_budget.py``: lower quality, then fewer pixels, the largest image
+            (``llms/image_policy.py``: lower quality, then fewer pixels, the largest image
             first); None: no byte budget.
         server_memory: what the LLM's server taught (a refusal of images, its window); default
             the LLM's own (:class:`~llama_index_docmemo.OpenAICompatible`), else one of this

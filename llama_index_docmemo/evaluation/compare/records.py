@@ -43,7 +43,7 @@ class AnswerRecord(BaseModel):
 
     ``requests_without_usage`` counts LLM requests whose response carried no token usage (their
     tokens are missing from the totals). ``image_tokens`` is the images' share of the prompt as
-    the model family's formula estimates it (``llms/image_budget.py``), beside the server's own
+    the model family's formula estimates it (``llms/image_policy.py``), beside the server's own
     ``prompt_tokens``. ``citations`` are the answer's figures, names and quoted facts, each
     verified or not against the pages read and boxed on its page (:mod:`.citing`). ``error``
     holds why the engine gave no answer.

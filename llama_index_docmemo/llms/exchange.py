@@ -1,7 +1,12 @@
-"""One structured exchange with any LlamaIndex LLM, written once as steps (``step_runtime.py``).
+"""One structured exchange with any LlamaIndex LLM (prompt -> request -> parsed reply), written
+once as steps (``step_runtime.py``).
 
-The reader, the page reranker and the ingest summariser all ask an LLM for a reply model (a
-pydantic class of ``reasoning/replies.py``) the same way:
+The neutral place the reader (``reasoning/``), the page reranker (``postprocessors/``) and the
+indexer's page summaries (``ingest/summaries.py``) share, so that none imports another: the
+request's parts (text and :class:`ImageSlot`, :func:`to_messages`), the prompts mixin, the
+lenient reply types (:data:`LocalNumber`, :data:`Text`, :class:`ReplyModel`, :class:`ReplyLimits`)
+and the exchange itself. Each caller asks for its own reply model (``reasoning/replies.py``,
+``ingest/summaries.py``) the same way:
 
 1. the request is built (page images loaded: I/O) and fitted to the model's context window;
 2. it is sent through LlamaIndex's structured-output interface (``structured_predict`` /
@@ -26,14 +31,23 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
-from llama_index.core.base.llms.types import ChatMessage, ImageBlock, TextBlock
+from llama_index.core.base.llms.types import (
+    ChatMessage,
+    ContentBlock,
+    ImageBlock,
+    MessageRole,
+    TextBlock,
+)
 from llama_index.core.output_parsers.base import OutputParserException
-from llama_index.core.prompts import ChatPromptTemplate
+from llama_index.core.prompts import BasePromptTemplate, ChatPromptTemplate
+from llama_index.core.prompts.mixin import PromptDictType, PromptMixin, PromptMixinType
 from llama_index.core.types import PydanticProgramMode
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, BeforeValidator, ValidationError, WithJsonSchema
 
 from llama_index_docmemo.llms.context import (
     ContextBudget,
@@ -48,7 +62,6 @@ from llama_index_docmemo.llms.structured import (
     ask_with_schema_in_prompt,
     refuses_content,
 )
-from llama_index_docmemo.reasoning.prompts import ImageSlot, Part, to_messages
 from llama_index_docmemo.step_runtime import Steps, either, offload
 
 if TYPE_CHECKING:
@@ -270,3 +283,127 @@ def ask_structured(
                 messages = yield from build(False)
                 continue
             raise
+
+
+# -- building a request: a system turn and a user turn of text and image slots ----------
+class SystemReplyPrompts(PromptMixin):
+    """Prompts of an LLM component that sends a system turn and a reply instruction, both
+    changeable through ``get_prompts()`` / ``update_prompts()`` as ``system`` and ``reply``."""
+
+    system_prompt: BasePromptTemplate
+    reply_prompt: BasePromptTemplate
+
+    def _get_prompts(self) -> PromptDictType:
+        return {"system": self.system_prompt, "reply": self.reply_prompt}
+
+    def _update_prompts(self, prompts_dict: PromptDictType) -> None:
+        self.system_prompt = prompts_dict.get("system", self.system_prompt)
+        self.reply_prompt = prompts_dict.get("reply", self.reply_prompt)
+
+    def _get_prompt_modules(self) -> PromptMixinType:
+        return {}
+
+
+@dataclass(frozen=True)
+class ImageSlot:
+    """Where an image goes: ``kind`` page/crop, ``index`` into the pages/crops list."""
+
+    kind: Literal["page", "crop"]
+    index: int
+
+
+Part = str | ImageSlot
+
+
+def to_messages(
+    system: str, parts: Sequence[Part] | str, images: Mapping[ImageSlot, ImageBlock]
+) -> list[ChatMessage]:
+    """A system turn and one user turn of text and image blocks (slots without images vanish,
+    adjacent text is joined, so a request without images is plain string content)."""
+    blocks: list[ContentBlock] = []
+    for part in [parts] if isinstance(parts, str) else parts:
+        if isinstance(part, ImageSlot):
+            if part in images:
+                blocks.append(images[part])
+        elif blocks and isinstance(blocks[-1], TextBlock):
+            blocks[-1] = TextBlock(text=blocks[-1].text + part)
+        else:
+            blocks.append(TextBlock(text=part))
+    return [
+        ChatMessage(role=MessageRole.SYSTEM, content=system),
+        ChatMessage(role=MessageRole.USER, blocks=blocks),
+    ]
+
+
+def clip_lines(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters at a line or word boundary, keeping line breaks."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    cut = max(head.rfind("\n"), head.rfind(" "))
+    if cut < limit // 2:
+        cut = limit
+    return head[:cut].rstrip() + f"\n[… {len(text) - cut} more characters not shown]"
+
+
+# -- reading a reply as untrusted data --------------------------------------------------
+_LOCAL_NUMBER = re.compile(r"^\s*\[?\s*(?:page\s*)?(\d{1,6})\s*\]?\s*$", re.IGNORECASE)
+
+
+def _local_number(value: Any) -> int | None:
+    """A page number as the model may write it (3, "3", "[3]", "page 3"); None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        match = _LOCAL_NUMBER.match(value)
+        return int(match.group(1)) if match else None
+    return None
+
+
+def _text(value: Any) -> Any:
+    """Numbers where text is expected become text; other types are left for validation."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+LocalNumber = Annotated[
+    int | None, BeforeValidator(_local_number), WithJsonSchema({"type": "integer"})
+]
+"""A page number [1]..[n] as shown; lenient on input, a plain integer in the schema."""
+Text = Annotated[str, BeforeValidator(_text)]
+OptionalText = Annotated[str | None, BeforeValidator(_text)]
+
+
+class ReplyModel(BaseModel):
+    """A reply model: lenient on input, extra fields ignored."""
+
+    model_config = {"extra": "ignore"}
+
+
+@dataclass(frozen=True)
+class ReplyLimits:
+    """Bounds on what one reply can put into the memories (and into later prompts)."""
+
+    max_notes: int = 20
+    max_missing: int = 8
+    answer_chars: int = 4000
+    fact_chars: int = 500
+    quote_chars: int = 400
+    missing_chars: int = 300
+    query_chars: int = 500
+    summary_chars: int = 400
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` whitespace-normalised and cut to ``limit`` characters at a word boundary."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
+    return cut.rstrip() + "…"
