@@ -79,7 +79,9 @@ def test_the_transport_strips_the_header_and_shrinks_the_timeouts() -> None:
 def test_a_5xx_refusing_the_response_format_is_marked_not_to_retry() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         if request.url.path == "/refuse":
-            return httpx.Response(500, json={"message": "Input should be 'text' or 'json_object'"})
+            # llama-cpp-python 0.3.36's refusal of json_schema (its validation error as text)
+            refusal = "{'type': 'literal_error', 'loc': ('body', 'response_format', 'type')}"
+            return httpx.Response(500, json={"message": refusal})
         return httpx.Response(500, json={"message": "CUDA out of memory"})
 
     with httpx.Client(transport=DeadlineTransport(httpx.MockTransport(handler))) as client:

@@ -9,9 +9,11 @@ from llama_index_docmemo.llms.servers import ServerMemory
 from llama_index_docmemo.llms.structured import (
     AUTO_ORDER,
     CONCRETE_MODES,
-    names_response_format,
+    FALLBACKS,
+    error_param,
     next_mode,
     normalise_mode,
+    refuses_form,
     request_options,
     with_schema_in_prompt,
 )
@@ -56,30 +58,75 @@ def test_mode_names_are_checked_and_the_old_name_maps() -> None:
 
 
 def test_auto_walks_schema_then_llama_cpp_then_prompt() -> None:
+    assert [server for server, _ in FALLBACKS][1].startswith("llama.cpp")
     assert AUTO_ORDER == ("json_schema", "json_object", "prompt")
     assert [next_mode(m) for m in AUTO_ORDER] == ["json_object", "prompt", None]
     assert next_mode("guided_json") is None
 
 
+LLAMA_CPP_PYTHON_REFUSAL = (
+    "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+    "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', "
+    "'ctx': {'expected': \"'text' or 'json_object'\"}}\n\n  File \"llama_cpp/server/app.py\", "
+    "line 376, in create_chat_completion\n    POST /v1/chat/completions"
+)
+"""llama-cpp-python 0.3.36's answer (HTTP 500, no ``param``) to ``json_schema`` (issue 17)."""
+
+
 @pytest.mark.parametrize(
-    ("status", "message", "refused"),
+    ("status", "message"),
     [
+        (500, LLAMA_CPP_PYTHON_REFUSAL),
+        (400, "Unrecognized request argument supplied: guided_json"),  # OpenAI, vLLM's field
+        (400, "Unrecognized request argument supplied: structured_outputs"),
         (
-            500,
-            "[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), 'msg': \"Input should be 'text' or 'json_object'\"}]",
-            True,
+            400,
+            "Additional properties are not allowed ('schema' was unexpected) - 'response_format'",
         ),
-        (400, "Unrecognized request argument supplied: guided_json", True),
-        (400, "Invalid schema for response_format 'feedback'", True),
-        (422, "structured_outputs is not supported by this backend", True),
-        (500, "CUDA out of memory", False),
-        (400, "model 'x' does not exist", False),
-        (None, "response_format timed out", False),
-        (200, "response_format", False),
+        (
+            400,
+            "Invalid schema for response_format 'FeedbackReply': In context=(), "
+            "'additionalProperties' is required to be supplied and to be false.",
+        ),
     ],
 )
-def test_a_refusal_is_told_by_its_text_not_its_status(status, message, refused) -> None:
-    assert names_response_format(status, message) is refused
+def test_each_refusal_text_matches_the_server_s_real_message(status: int, message: str) -> None:
+    """Servers whose error names no field: their text, each pattern against its real message."""
+    assert refuses_form(status, None, message)
+    assert not refuses_form(None, None, message)  # no reply: a timeout or a connection error
+    assert not refuses_form(200, None, message)
+
+
+@pytest.mark.parametrize(
+    ("param", "refused"),
+    [
+        ("response_format", True),
+        ("response_format.json_schema", True),
+        ("guided_json", True),
+        ("messages", False),
+        ("model", False),
+    ],
+)
+def test_a_field_the_server_names_decides_without_reading_the_text(param, refused) -> None:
+    # the text would say "refused" for every one of these: only the field counts
+    assert refuses_form(400, param, "Invalid schema for response_format 'x'") is refused
+
+
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [(500, "CUDA out of memory"), (400, "model 'x' does not exist"), (429, "Rate limit reached")],
+)
+def test_other_errors_are_not_refusals_of_the_form(status: int, message: str) -> None:
+    assert not refuses_form(status, None, message)
+
+
+def test_the_param_is_read_from_an_openai_style_error_body() -> None:
+    body = (
+        '{"error": {"message": "x", "type": "invalid_request_error", "param": "response_format"}}'
+    )
+    assert error_param(body) == "response_format"
+    vllm = '{"object": "error", "message": "x", "type": "BadRequestError", "param": null}'
+    assert error_param(vllm) is None and error_param("<html>busy</html>") is None
 
 
 def test_prompt_mode_appends_the_schema_to_the_system_turn() -> None:

@@ -30,7 +30,7 @@ from typing import TypeVar
 import httpx
 
 from llama_index_docmemo.errors import DeadlineExceeded
-from llama_index_docmemo.llms.structured import names_response_format, refuses_content
+from llama_index_docmemo.llms.structured import error_param, refuses_content, refuses_form
 
 T = TypeVar("T")
 
@@ -183,7 +183,7 @@ def _refusal_not_retried(response: httpx.Response) -> httpx.Response:
     (structured mode, or text only).
     """
     text = response.text
-    if names_response_format(response.status_code, text) or refuses_content(text):
+    if refuses_form(response.status_code, error_param(text), text) or refuses_content(text):
         response.headers["x-should-retry"] = "false"
     return response
 

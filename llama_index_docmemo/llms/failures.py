@@ -2,7 +2,8 @@
 
 A context overflow becomes a :class:`~llama_index_docmemo.llms.context.ContextWindowError`
 carrying the server's window and the prompt's size, which the caller learns from; a refusal of
-the structured-output form is told by its text (see ``llms/structured.py``). Pure: no I/O.
+the structured-output form is told by the field its error names, else by its text (see
+``llms/structured.py``). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -14,13 +15,21 @@ from llama_index_docmemo.errors import LLMError
 from llama_index_docmemo.llms.context import ContextWindowError, parse_overflow
 from llama_index_docmemo.llms.deadline import TOTAL_DEADLINE_PASSED, DeadlineExceeded
 from llama_index_docmemo.llms.environment import ENV_DEADLINE
-from llama_index_docmemo.llms.structured import names_response_format, refuses_content
+from llama_index_docmemo.llms.structured import refuses_content, refuses_form
 
 _RETRIED_STATUS = frozenset({408, 409, 429})
 
 
 def status_of(exc: BaseException | None) -> int | None:
     return exc.status_code if isinstance(exc, openai.APIStatusError) else None
+
+
+def refuses_form_of(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is the server refusing the request's structured-output form."""
+    if not isinstance(exc, openai.APIStatusError):
+        return False
+    param = exc.param if isinstance(exc.param, str) else None
+    return refuses_form(exc.status_code, param, error_text(exc))
 
 
 def error_text(exc: BaseException) -> str:
@@ -60,7 +69,7 @@ def was_retried(exc: BaseException) -> bool:
         return True
     status = status_of(exc)
     text = error_text(exc)
-    if status is None or names_response_format(status, text) or refuses_content(text):
+    if status is None or refuses_form_of(exc) or refuses_content(text):
         return False  # a refusal of the request's form is marked not-to-retry (deadline.py)
     return status in _RETRIED_STATUS or status >= 500
 

@@ -6,9 +6,10 @@ fields; llama.cpp's servers take ``{"type": "json_object", "schema": ...}`` and 
 ``json_schema`` (llama-cpp-python with an HTTP 500 carrying a validation message). The last resort,
 "prompt", puts the schema in the system turn and relies on the caller's repair step.
 
-"auto" walks :data:`AUTO_ORDER` and moves on only when an error reply names the response format
-(status codes alone cannot tell: llama-cpp-python refuses with 500); the client remembers the
-mode that worked per server (``llms/servers.py``).
+"auto" walks the rows of :data:`FALLBACKS` and moves on only when the server refuses the form
+(:func:`refuses_form`: the field its structured error names, else, for a server that gives
+nothing else, its error text); the client remembers the mode that worked per server
+(``llms/servers.py``).
 
 Also here, for every pydantic reply model: the strict schema sent with a request
 (:func:`reply_schema`), lenient reading of a reply (:func:`validate_reply`), and the last
@@ -47,17 +48,30 @@ StructuredMode = Literal[
 """The ``structured_mode`` setting: "auto" or one concrete request form."""
 
 CONCRETE_MODES: tuple[str, ...] = tuple(m for m in get_args(StructuredMode) if m != "auto")
-AUTO_ORDER: tuple[str, ...] = ("json_schema", "json_object", "prompt")
-"""What "auto" tries, in order: OpenAI/vLLM/Ollama, then llama.cpp, then the prompt."""
+FALLBACKS: tuple[tuple[str, str], ...] = (
+    ("OpenAI, vLLM, Ollama", "json_schema"),
+    ("llama.cpp (llama-cpp-python's server)", "json_object"),
+    ("any other server", "prompt"),
+)
+"""What "auto" asks a server for, in order: (the servers that take the form, the form). A server
+refusing a row's form gets the next row; the row that worked is remembered per server."""
+
+AUTO_ORDER: tuple[str, ...] = tuple(mode for _, mode in FALLBACKS)
 
 LEGACY_NAMES = {"response_format": "json_schema"}
 """0.1.0 called the ``json_schema`` mode "response_format"; still accepted."""
 
-_FORMAT_WORDS = re.compile(
-    r"response_format|response format|json_schema|json_object|guided_json|guided_decoding|"
-    r"structured_outputs|structured output|grammar|'text' or",
-    re.IGNORECASE,
+FORM_FIELDS = frozenset({"response_format", "structured_outputs", "guided_json"})
+"""The request fields that carry a structured-output form."""
+
+_REFUSAL_TEXT = re.compile(
+    r"'loc': \('body', 'response_format'"  # llama-cpp-python: its request validation, HTTP 500
+    r"|Unrecognized request argument supplied: (?:structured_outputs|guided_json)"  # OpenAI
+    r"|- 'response_format'"  # OpenAI: the field's own validation
+    r"|Invalid schema for response_format",  # OpenAI: a schema its strict mode refuses
 )
+"""Error texts refusing the form, for servers whose error names no field; each with the real
+message it matches in ``tests/test_llm_structured.py``."""
 
 
 def normalise_mode(mode: str) -> str:
@@ -111,16 +125,30 @@ def with_schema_in_prompt(
     return [ChatMessage(role=MessageRole.SYSTEM, content=instruction), *out]
 
 
-def names_response_format(status: int | None, message: str) -> bool:
+def refuses_form(status: int | None, param: str | None, message: str) -> bool:
     """Whether an error reply is a refusal of the request's structured-output form.
 
-    A 4xx or 5xx whose text names the response format / schema field (llama-cpp-python:
-    ``HTTP 500 ... Input should be 'text' or 'json_object'``; vLLM: ``400 ... guided_json``).
-    Connection errors and timeouts (no status) never are.
+    Only a 4xx or 5xx can be (connection errors and timeouts, no status, never are). A server
+    whose error names the offending field (OpenAI's and vLLM's ``param``) is taken at its word;
+    the text is read only when it names none (llama-cpp-python answers ``HTTP 500`` with its
+    validation error as text).
     """
     if status is None or status < 400:
         return False
-    return bool(_FORMAT_WORDS.search(message))
+    if param:
+        return param.split(".")[0] in FORM_FIELDS
+    return bool(_REFUSAL_TEXT.search(message))
+
+
+def error_param(body: str) -> str | None:
+    """The ``param`` an OpenAI-style error body names (None: not JSON, or no field named)."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    error = data.get("error", data) if isinstance(data, dict) else None
+    param = error.get("param") if isinstance(error, dict) else None
+    return param if isinstance(param, str) else None
 
 
 _CONTENT_REFUSAL = re.compile(
@@ -141,7 +169,7 @@ def refuses_content(message: str) -> bool:
 
 
 def next_mode(mode: str) -> str | None:
-    """The mode "auto" tries after ``mode`` was refused; None when nothing is left."""
+    """The form of the :data:`FALLBACKS` row after ``mode``'s; None when nothing is left."""
     if mode not in AUTO_ORDER:
         return None
     i = AUTO_ORDER.index(mode)

@@ -3,7 +3,7 @@
 :class:`ServerStructuredOutput` gives :class:`~llama_index_docmemo.OpenAICompatible` its
 ``structured_predict`` / ``astructured_predict``: the ``structured_mode`` setting, with "auto"
 walking ``json_schema`` -> llama.cpp's ``json_object`` + schema -> the schema in the prompt (one
-repair request) as a server refuses each form (told by the error's text, ``llms/structured.py``),
+repair request) as a server refuses each form (``llms/structured.py``: the field its error names, else its text),
 remembering per server what worked in the LLM's ``server_memory`` (``llms/servers.py``). Written
 once as steps (``step_runtime.py``) for the sync and async entries.
 """
@@ -24,12 +24,11 @@ from pydantic import BaseModel
 
 from llama_index_docmemo.blocking import to_thread
 from llama_index_docmemo.errors import LLMError
-from llama_index_docmemo.llms.failures import describe, error_text, status_of
+from llama_index_docmemo.llms.failures import describe, refuses_form_of
 from llama_index_docmemo.llms.servers import ServerMemory, server_key
 from llama_index_docmemo.llms.structured import (
     AUTO_ORDER,
     ask_with_schema_in_prompt,
-    names_response_format,
     next_mode,
     reply_schema,
     request_options,
@@ -69,7 +68,7 @@ class ServerStructuredOutput:
         cause = exc.__cause__
         if self.structured_mode != "auto" or cause is None:
             return None
-        if not names_response_format(status_of(cause), error_text(cause)):
+        if not refuses_form_of(cause):
             return None
         following = next_mode(mode)
         if following is not None:
