@@ -43,6 +43,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     error: str = "scripted error"
     trickle: float = 0.0
+    param: str | None = None  # the request field the error names (OpenAI's and vLLM's ``param``)
 
 
 @dataclass
@@ -227,9 +228,9 @@ def _completion(model: str, content: str, prompt_chars: int) -> dict[str, Any]:
     }
 
 
-def _error(message: str, status: int) -> dict[str, Any]:
+def _error(message: str, status: int, param: str | None = None) -> dict[str, Any]:
     kind = "BadRequestError" if status < 500 else "InternalServerError"
-    return {"object": "error", "message": message, "type": kind, "param": None, "code": status}
+    return {"object": "error", "message": message, "type": kind, "param": param, "code": status}
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -337,7 +338,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif request.problems:
             self._send(400, _error("; ".join(request.problems), 400))
         elif reply.status != 200:
-            self._send(reply.status, _error(reply.error, reply.status), reply.headers)
+            self._send(reply.status, _error(reply.error, reply.status, reply.param), reply.headers)
         elif body.get("stream"):
             self._stream(reply.content)
         else:

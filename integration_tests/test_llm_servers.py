@@ -125,13 +125,12 @@ def test_an_explicit_mode_the_server_refuses_is_a_clear_error_without_fallback()
 
 
 def test_a_server_refusing_every_field_gets_the_schema_in_the_prompt() -> None:
-    # json_schema refused by name, then json_object + schema refused by name: prompt mode
+    # json_schema refused, then json_object + schema refused, each by the field the error names
+    # (its text alone would not tell): prompt mode
     def refuse_all(request: Request) -> Reply:
-        return (
-            Reply(feedback())
-            if form(request) == "prompt"
-            else Reply(status=400, error="response_format is not supported")
-        )
+        if form(request) == "prompt":
+            return Reply(feedback())
+        return Reply(status=400, error="not supported", param="response_format")
 
     with FakeVLLM([], default=refuse_all, model=MODEL) as server:
         client = llm(server)

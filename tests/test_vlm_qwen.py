@@ -138,3 +138,17 @@ def test_a_reply_without_a_message_is_an_llm_error_naming_the_server(reply) -> N
     raw = ChatCompletion.construct(**reply) if isinstance(reply, dict) else reply
     with pytest.raises(LLMError, match=r"LLM endpoint http://x/v1 \(model m\): the reply has no"):
         chat_response(raw, "LLM endpoint http://x/v1 (model m)")
+
+
+def test_a_pickled_llm_leaves_its_clients_behind_and_keeps_what_it_learnt(caplog) -> None:
+    """A Ray worker gets the settings and the server memory, and makes its own HTTP clients."""
+    import pickle
+
+    llm = QwenVL(api_base="http://127.0.0.1:9/v1", max_retries=4, default_headers={"x-a": "b"})
+    llm._sync_client()
+    llm.server_memory.update(llm.server, context_window=4096)
+    shipped = pickle.loads(pickle.dumps(llm))
+    assert shipped._sync is None and not shipped._aclients
+    assert shipped.server_memory.get(shipped.server).context_window == 4096
+    assert shipped._sync_client().max_retries == 4 and shipped.default_headers == {"x-a": "b"}
+    assert "unpickleable" not in caplog.text

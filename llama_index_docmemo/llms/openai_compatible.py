@@ -53,7 +53,7 @@ from llama_index.core.base.llms.types import (
     LLMMetadata,
     MessageRole,
 )
-from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
+from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr, field_validator
 from llama_index.core.llms import LLM
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from llama_index.llms.openai.utils import from_openai_message, to_openai_message_dicts
@@ -255,10 +255,10 @@ class OpenAICompatible(ServerStructuredOutput, LLM):
         self._window_is_set = window is not None
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickled (a Ray worker summarising pages): HTTP clients do not pickle, so none go."""
-        state = super().__getstate__()
-        private = {**(state.get("__pydantic_private__") or {}), "_sync": None}
-        private["_aclients"] = None
+        """Pickled (a Ray worker summarising pages): HTTP clients do not pickle, so none go (and
+        LlamaIndex's trial pickling of every attribute is skipped)."""
+        state = BaseModel.__getstate__(self)
+        private = {**(state.get("__pydantic_private__") or {}), "_sync": None, "_aclients": None}
         return {**state, "__pydantic_private__": private}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
