@@ -114,7 +114,7 @@ def chat_response(response: Any, where: str) -> ChatResponse:
     )
 
 
-def _stream_responses(chunks: Any) -> Any:
+def _stream_responses(chunks: Any) -> ChatResponseGen:
     """A generator of cumulative :class:`ChatResponse`s from the stream's chunks (sync)."""
     content = ""
     for chunk in chunks:
@@ -123,7 +123,7 @@ def _stream_responses(chunks: Any) -> Any:
             yield response
 
 
-async def _astream_responses(chunks: Any) -> Any:
+async def _astream_responses(chunks: Any) -> ChatResponseAsyncGen:
     """Async :func:`_stream_responses`."""
     content = ""
     async for chunk in chunks:
@@ -416,16 +416,19 @@ class OpenAICompatible(ServerStructuredOutput, LLM):
     def _where(self) -> str:
         return f"LLM endpoint {self.api_base} (model {self.model})"
 
-    def _request(self, messages: Sequence[ChatMessage], at: float | None, **kwargs: Any) -> Any:
+    def _request(self, messages: Sequence[ChatMessage], **kwargs: Any) -> dict[str, Any]:
         """The ``chat.completions.create`` arguments: LlamaIndex's ``OpenAI`` request shape
-        (model, temperature, max_tokens, the caller's options, ``additional_kwargs``) and the
-        deadline header for the transport."""
+        (model, temperature, max_tokens, the caller's options, ``additional_kwargs``)."""
         options: dict[str, Any] = {"model": self.model, "temperature": self.temperature, **kwargs}
         if self.max_tokens is not None:
             options["max_tokens"] = self.max_tokens
-        options |= self.additional_kwargs
-        extra = {**(options.get("extra_headers") or {}), **header(at)}
-        return {"messages": self._message_dicts(messages), **options, "extra_headers": extra}
+        return {"messages": self._message_dicts(messages), **options, **self.additional_kwargs}
+
+    def _timed(self, request: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
+        """``request`` with its deadline, from now, in the header the transport reads."""
+        at = deadline_at(self.request_deadline)
+        extra = {**(request.get("extra_headers") or {}), **header(at)}
+        return {**request, "extra_headers": extra}, at
 
     def _message_dicts(self, messages: Sequence[ChatMessage]) -> list[Any]:
         """The request's messages as the ``openai`` client sends them (images as base64 data)."""
@@ -433,8 +436,7 @@ class OpenAICompatible(ServerStructuredOutput, LLM):
 
     @llm_chat_callback()
     def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
-        at = deadline_at(self.request_deadline)
-        request = self._request(messages, at, stream=False, **kwargs)
+        request, at = self._timed(self._request(messages, stream=False, **kwargs))
         try:
             reply = call_with_deadline(
                 lambda: self._sync_client().chat.completions.create(**request), at
@@ -448,9 +450,9 @@ class OpenAICompatible(ServerStructuredOutput, LLM):
         """The ``openai`` async client, cancelled at the deadline. Bringing page images
         within ``max_image_side`` and into base64 is tens of milliseconds of CPU a request:
         that runs off the event loop."""
-        at = deadline_at(self.request_deadline)
-        request = await to_thread(self._request, messages, at, stream=False, **kwargs)
+        request = await to_thread(self._request, messages, stream=False, **kwargs)
         client = await self._loop_client()
+        request, at = self._timed(request)
         try:
             reply = await await_with_deadline(client.chat.completions.create(**request), at)
         except (openai.OpenAIError, DeadlineExceeded) as exc:
@@ -460,8 +462,7 @@ class OpenAICompatible(ServerStructuredOutput, LLM):
     @llm_chat_callback()
     def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
         """The answer as it comes (sent on the first ``next``); the deadline bounds every chunk."""
-        at = deadline_at(self.request_deadline)
-        request = self._request(messages, at, stream=True, **kwargs)
+        request, at = self._timed(self._request(messages, stream=True, **kwargs))
 
         def guarded() -> ChatResponseGen:
             try:
@@ -476,9 +477,9 @@ class OpenAICompatible(ServerStructuredOutput, LLM):
     async def astream_chat(
         self, messages: Sequence[ChatMessage], **kwargs: Any
     ) -> ChatResponseAsyncGen:
-        at = deadline_at(self.request_deadline)
-        request = await to_thread(self._request, messages, at, stream=True, **kwargs)
+        request = await to_thread(self._request, messages, stream=True, **kwargs)
         client = await self._loop_client()
+        request, at = self._timed(request)
 
         async def guarded() -> ChatResponseAsyncGen:
             try:
