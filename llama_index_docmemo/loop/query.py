@@ -73,7 +73,14 @@ from llama_index_docmemo.trace import (
     RoundTrace,
     StopReason,
 )
-from llama_index_docmemo.types import Feedback, PageFilter, PageHit, PageRecord, PageRef
+from llama_index_docmemo.types import (
+    Feedback,
+    PageFilter,
+    PageHit,
+    PageRecord,
+    PageRef,
+    QueryEmbedding,
+)
 
 if TYPE_CHECKING:
     from llama_index.core.postprocessor.types import BaseNodePostprocessor
@@ -266,7 +273,7 @@ class DocMemoLoop:
             and (ids is None or len(ids) > 1)
         )
 
-    def _document_stage(self, query: str, embedding: object) -> Steps[list[PageHit]]:
+    def _document_stage(self, query: str, embedding: QueryEmbedding) -> Steps[list[PageHit]]:
         """The round's search over the whole scope (``document_search_pages`` deep, once a
         query text), its new documents' schemas and cards, their priors; returns the page
         candidates (``candidates`` best). On round 1 it decides whether the candidates span
@@ -302,7 +309,7 @@ class DocMemoLoop:
         self.cards.update((yield from self.parts.levers.cards(schemas, hits, self.scope)))
         self.card_match = card_scores(self.question, self.cards.values())
 
-    def _document_candidates(self, query: str, embedding: object, k: int) -> Steps[None]:
+    def _document_candidates(self, query: str, embedding: QueryEmbedding, k: int) -> Steps[None]:
         """Allot the round's ``k`` pages across documents by their beliefs, then search each
         allotted document for its own candidates (once a query text and document): the
         levers' searches run inside it, never over the whole scope."""
