@@ -49,6 +49,12 @@ class LLMError(DocMemoError):
     """The LLM endpoint did not answer usefully (down, timed out, or kept failing)."""
 
 
+class MalformedReplyError(LLMError):
+    """The LLM endpoint answered with something that is not a usable reply (not JSON, no
+    choices, fields of the wrong type); the message names the URL, the model and what was
+    wrong."""
+
+
 class DeadlineExceeded(DocMemoError, TimeoutError):
     """A deadline passed: of one LLM request (its total, retries included) or of a query's
     ``max_seconds``; the work in flight was cancelled or abandoned."""

@@ -14,6 +14,7 @@ among the candidates, and records only for pages retrieved or selected.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import TYPE_CHECKING
 
@@ -96,6 +97,7 @@ class DocMemoLoop:
         self.read: set[PageRef] = set()
         self.round = 0
         self.llm_calls = 0
+        self.valid_replies = 0  # readings whose reply was the structured reply asked for
         self.pages_known = 0  # pages of the documents among the candidates so far
         self.scope_pages: int | None = None  # counted by the store only when needed
         self.rounds: list[RoundTrace] = []
@@ -211,7 +213,7 @@ class DocMemoLoop:
                     self.scope,
                 )
             scores, chosen, k, lam = self._choose(hits)
-            if self.parts.reranker is not None and rerank_can_change(chosen, k):
+            if self.parts.reranker is not None and self._may_rerank(chosen, k):
                 try:
                     stage = self._reranked(self.parts.reranker, query, chosen, k)
                     chosen = yield from self.clock.bound(stage)
@@ -221,6 +223,13 @@ class DocMemoLoop:
             selection = self._selection(query, lam, hits, scores, chosen[:k], started)
             ended(selected_nodes(self.snapshot(), selection))
         return selection
+
+    def _may_rerank(self, chosen: list[PageRef], k: int) -> bool:
+        """Reranking can change the pages read, and the call budget holds its call besides
+        the reading's (charged before it is made; a reranking never takes a reading's call)."""
+        needed = 1 + (self.parts.reader is not None)
+        left = self._calls_left()
+        return rerank_can_change(chosen, k) and (left is None or left >= needed)
 
     def _reranked(
         self, reranker: BaseNodePostprocessor, query: str, chosen: list[PageRef], k: int
@@ -340,7 +349,8 @@ class DocMemoLoop:
         """One reading of the selected pages (with crops of their tables and figures); None
         when there is no reader or the budget or the deadline is spent."""
         reader = self.parts.reader
-        if reader is None or not self._budget_left() or self.clock.passed():
+        left = self._calls_left()
+        if reader is None or (left is not None and left < 1) or self.clock.passed():
             return None
         crops: list[NodeWithScore] = []
         cropper = self.parts.crops
@@ -354,12 +364,15 @@ class DocMemoLoop:
             )
             crops = capped_crops(found, self.crops, self.config.loop.max_table_crops)
         self.crops.extend(crops)
-        reading = reading_input(self.snapshot(), selection, crops)
+        # this round's reranking is charged already, and a reading told it is the last one
+        state = dataclasses.replace(self.snapshot(), llm_calls=self._calls_made())
+        reading = reading_input(state, selection, crops)
         try:
             with counting_llm_calls(self.round_cost):
-                return (yield from self.clock.bound(reader.read(reading)))
+                feedback = yield from self.clock.bound(reader.read(reading))
         except DeadlineExceeded:
             self.clock.cut = True
+            return None
         except Exception as error:  # noqa: BLE001 - an LLM class's own errors, sorted below
             if not is_llm_failure(error):
                 raise  # a fault of the code, never taken for the LLM's
@@ -367,7 +380,18 @@ class DocMemoLoop:
                 self.clock.cut = True  # the request's own deadline, set to the query's
             else:
                 self._llm_failed(error)
-        return None
+            return None
+        self._check_reply(feedback, reading.final_round)
+        return feedback
+
+    def _check_reply(self, feedback: Feedback, final: bool) -> None:
+        """A reply that was not the structured reply asked for brings no labels and the query
+        goes on; when the last reading comes and no reply of this query was valid, the query
+        ends with the LLM's failure (never as a plain "not found")."""
+        if feedback.problem is None:
+            self.valid_replies += 1
+        elif final and not self.valid_replies:
+            self._llm_failed(LLMError(f"no reply of this query was usable: {feedback.problem}"))
 
     def _llm_failed(self, error: Exception) -> None:
         """The reader's LLM failed: with pages read, the query ends keeping what was found
@@ -381,6 +405,16 @@ class DocMemoLoop:
                 "server is up and reachable at that URL, the model name, and the API key"
             ) from error
         self.error = message  # the stop policy ends the query on it ("llm_error")
+
+    def _calls_made(self) -> int:
+        """LLM calls of this query so far, this round's (before its update) included."""
+        return self.llm_calls + self.round_cost.calls
+
+    def _calls_left(self) -> int | None:
+        """Calls ``max_llm_calls`` still allows in this round (None: no cap), those kept for a
+        final answer set aside."""
+        cap = self.config.budget.max_llm_calls
+        return None if cap is None else cap - self.parts.reserved_llm_calls - self._calls_made()
 
     def _budget_left(self) -> bool:
         cap = self.config.budget.max_llm_calls
