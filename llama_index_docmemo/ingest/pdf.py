@@ -19,6 +19,7 @@ from PIL import Image
 from llama_index_docmemo.errors import IngestError
 from llama_index_docmemo.ingest.ocr import OcrEngine, needs_ocr, ocr_pages
 from llama_index_docmemo.ingest.parsed import ParsedDocument, ParsedPage, TextLine, TocEntry
+from llama_index_docmemo.ingest.visible_text import visible_text
 
 logger = logging.getLogger(__name__)
 
@@ -111,9 +112,11 @@ def _styled_lines(page_dict: dict, page_no: int) -> list[TextLine]:
 def _read_page(
     page: pymupdf.Page, page_no: int, with_lines: bool
 ) -> tuple[ParsedPage, list[TextLine]]:
-    """Text layer of one page; a page that needs OCR comes back marked ``unread``."""
+    """Text layer of one page (the text a reader can see, ``ingest/visible_text.py``); a page that
+    needs OCR comes back marked ``unread``."""
     textpage = page.get_textpage(flags=pymupdf.TEXTFLAGS_TEXT)
-    text = page.get_text("text", textpage=textpage)
+    page_dict = page.get_text("dict", textpage=textpage)
+    text = visible_text(page, textpage, page_dict)
     rect = page.rect
     parsed = ParsedPage(page=page_no, text=text.strip(), width=rect.width, height=rect.height)
     if needs_ocr(text, lambda: _image_cover(page)):
@@ -121,7 +124,7 @@ def _read_page(
         return parsed, []
     if not with_lines:
         return parsed, []
-    return parsed, _styled_lines(page.get_text("dict", textpage=textpage), page_no)
+    return parsed, _styled_lines(page_dict, page_no)
 
 
 def read_pdf(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import llama_index.core.instrumentation as instrument
 import numpy as np
@@ -59,7 +59,7 @@ from llama_index_docmemo.memory.schema import DocumentSchema, SchemaMemory
 from llama_index_docmemo.reasoning.base import summarize_evidence
 from llama_index_docmemo.reasoning.replies import sanitize_feedback
 from llama_index_docmemo.selection import candidate_pool, select_pages
-from llama_index_docmemo.step_runtime import Steps, arun, either, offload, run
+from llama_index_docmemo.step_runtime import Call, Steps, arun, either, offload, run
 from llama_index_docmemo.trace import (
     PageScore,
     RoundTrace,
@@ -352,17 +352,10 @@ class DocMemoLoop:
         left = self._calls_left()
         if reader is None or (left is not None and left < 1) or self.clock.passed():
             return None
-        crops: list[NodeWithScore] = []
-        cropper = self.parts.crops
-        if cropper is not None and self.config.loop.adaptive_granularity:
-            bundle = QueryBundle(selection.query)
-            found = yield either(
-                cropper.postprocess_nodes,
-                cropper.apostprocess_nodes,
-                selected_nodes(self.snapshot(), selection),
-                bundle,
-            )
-            crops = capped_crops(found, self.crops, self.config.loop.max_table_crops)
+        crops = yield from self._crops(selection)
+        if crops is None:  # the deadline passed while the pages were analysed
+            self.clock.cut = True
+            return None
         self.crops.extend(crops)
         # this round's reranking is charged already, and a reading told it is the last one
         state = dataclasses.replace(self.snapshot(), llm_calls=self._calls_made())
@@ -383,6 +376,25 @@ class DocMemoLoop:
             return None
         self._check_reply(feedback, reading.final_round)
         return feedback
+
+    def _crops(self, selection: RoundSelection) -> Steps[list[NodeWithScore] | None]:
+        """Crops of the selected pages' tables and figures, under the query's clock (layout
+        analysis of a page of many drawings takes seconds: it is cut at the deadline, and
+        runs off the event loop); None when the deadline cut it."""
+        cropper = self.parts.crops
+        if cropper is None or not self.config.loop.adaptive_granularity:
+            return []
+        call = either(
+            cropper.postprocess_nodes,
+            cropper.apostprocess_nodes,
+            selected_nodes(self.snapshot(), selection),
+            QueryBundle(selection.query),
+        )
+        try:
+            found = yield from self.clock.bound(_one(call))
+        except DeadlineExceeded:
+            return None
+        return capped_crops(found, self.crops, self.config.loop.max_table_crops)
 
     def _check_reply(self, feedback: Feedback, final: bool) -> None:
         """A reply that was not the structured reply asked for brings no labels and the query
@@ -515,3 +527,8 @@ class DocMemoLoop:
         if reader is not None:
             return "need_more", reader.synthesize(self.question, evidence, draft)
         return "need_more", summarize_evidence(evidence, draft)
+
+
+def _one(call: Call) -> Steps[Any]:
+    """A single call as steps (what :meth:`QueryClock.bound` takes)."""
+    return (yield call)
