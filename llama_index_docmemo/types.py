@@ -178,7 +178,8 @@ class Feedback(BaseModel):
     ``useful_pages``/``irrelevant_pages`` only ever name pages that were shown: the loop
     drops anything else (a reader's output is untrusted, like the documents it read).
     ``problem`` says why a round brought nothing: the reader's reply was not the structured
-    reply asked for (None for a reply that was).
+    reply asked for (None for a reply that was). ``dropped`` counts the labels and notes the
+    reply named that the reader already left out (pages never shown, e.g. [917] of 3).
     """
 
     model_config = {"arbitrary_types_allowed": True}
@@ -191,3 +192,4 @@ class Feedback(BaseModel):
     refined_query: str | None = None
     status: Status = "need_more"
     problem: str | None = None
+    dropped: int = 0
