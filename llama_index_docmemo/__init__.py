@@ -63,6 +63,7 @@ _EXPORTS: dict[str, str] = {
     "DocumentRejectedError": "llama_index_docmemo.errors",
     "IngestError": "llama_index_docmemo.errors",
     "LLMError": "llama_index_docmemo.errors",
+    "MalformedReplyError": "llama_index_docmemo.errors",
     "MissingExtraError": "llama_index_docmemo.errors",
     "QuestionError": "llama_index_docmemo.errors",
     "StoreError": "llama_index_docmemo.errors",
