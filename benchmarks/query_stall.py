@@ -7,7 +7,9 @@ round. A heartbeat every 10 ms on the engine's loop measures the longest gap; at
 second process runs a bare event loop with the same heartbeat and nothing else (the control: what
 the machine alone costs a loop, other processes and the scheduler). Both are reported per run,
 with the gap's 99th percentile; the heap is frozen after start-up (``gc.freeze()``, as
-docs/python.md advises) unless ``--no-freeze``.
+docs/python.md advises) unless ``--no-freeze``. ``--processes N`` gives the engine a process
+pool of N for its GIL-holding work (PyMuPDF renders and layout analysis) instead of its default
+thread (``llama_index_docmemo/cpu.py``).
 
 Usage: PYTHONPATH=<checkout>:<checkout>/integration_tests \\
     python benchmarks/query_stall.py [--queries 32] [--runs 3] [--json out.json]
@@ -19,16 +21,18 @@ import argparse
 import asyncio
 import gc
 import json
+import multiprocessing
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from crops_pdfs import make_report_pdf
-from test_async_nonblocking import engine, scripted_server
+from test_async_nonblocking import MODEL, scripted_server
 
-from llama_index_docmemo import default_encoder
+from llama_index_docmemo import DocMemoConfig, DocMemoQueryEngine, QwenVL, default_encoder
 from llama_index_docmemo.demo.document import DEMO_QUESTIONS, write_demo_pdf
 from llama_index_docmemo.indexing import DocumentIndexer
 from llama_index_docmemo.store import open_store
@@ -85,6 +89,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=32)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-freeze", action="store_true")
+    parser.add_argument("--processes", type=int, default=0, help="a process pool of N (0: none)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     rows = []
@@ -96,7 +101,17 @@ def main() -> None:
         store = open_store(path=tmp / "store", encoder=encoder)
         DocumentIndexer(store, encoder, ocr=False).index_paths([tmp / "docs"])
         questions = [DEMO_QUESTIONS[i % len(DEMO_QUESTIONS)].question for i in range(args.queries)]
-        eng = engine((store, encoder), url, tmp / "cache")
+        # spawned, not forked: a forked worker would hold the helper processes' pipes open
+        spawn = multiprocessing.get_context("spawn")
+        pool = ProcessPoolExecutor(args.processes, mp_context=spawn) if args.processes else None
+        eng = DocMemoQueryEngine.from_defaults(
+            store=store,
+            encoder=encoder,
+            llm=QwenVL(model=MODEL, api_base=url, timeout=30, max_retries=1),
+            config=DocMemoConfig(rounds=2, pages_per_round=3, candidates=20),
+            cache_dir=tmp / "cache",
+            cpu_executor=pool,
+        )
         if not args.no_freeze:
             gc.collect()
             gc.freeze()
@@ -113,6 +128,7 @@ def main() -> None:
             row = {
                 "run": run,
                 "queries": args.queries,
+                "processes": args.processes,
                 "answered": answered,
                 "seconds": round(took, 1),
                 "engine_loop": summary(gaps),
@@ -128,6 +144,8 @@ def main() -> None:
                 flush=True,
             )
         store.close()
+        if pool is not None:
+            pool.shutdown()
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 

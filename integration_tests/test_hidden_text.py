@@ -87,7 +87,11 @@ def test_a_figure_stated_only_in_hidden_text_is_never_verified(tmp_path: Path, h
     assert main(["index", str(docs), "--store", str(tmp_path / "store"), "--quiet"]) == 0
     store, encoder = open_eval_store(tmp_path / "store")
     engine = DocMemoQueryEngine.from_defaults(
-        store=store, encoder=encoder, reasoner=Reader(), config=DocMemoConfig(), evidence_images=False
+        store=store,
+        encoder=encoder,
+        reasoner=Reader(),
+        config=DocMemoConfig(),
+        evidence_images=False,
     )
     trace = engine.query("What was group revenue?").metadata["docmemo"]
     assert trace["citations"] and not any(c["verified"] for c in trace["citations"])

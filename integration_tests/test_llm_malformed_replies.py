@@ -25,7 +25,9 @@ MESSAGES = [ChatMessage(role="user", content="What was revenue in 2023?")]
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
     max_leaves=8,
 )
 not_text = json_values.filter(lambda v: not isinstance(v, str) and v is not None)

@@ -82,7 +82,8 @@ def _text_without(page_dict: dict[str, Any], hidden: set[Span]) -> str:
     for b, block in enumerate(page_dict.get("blocks", ())):
         lines = []
         for n, line in enumerate(block.get("lines", ())):
-            kept = [s["text"] for i, s in enumerate(line.get("spans", ())) if (b, n, i) not in hidden]
+            spans = enumerate(line.get("spans", ()))
+            kept = [s["text"] for i, s in spans if (b, n, i) not in hidden]
             if "".join(kept).strip():
                 lines.append("".join(kept))
         if lines:

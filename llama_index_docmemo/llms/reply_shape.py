@@ -84,7 +84,8 @@ def chat_response(response: object, where: str) -> ChatResponse:
     problem = completion_problem(response)
     if problem is None:
         try:
-            message = from_openai_message(response.choices[0].message, modalities=["text"])  # type: ignore[union-attr]
+            first = response.choices[0].message  # type: ignore[union-attr]
+            message = from_openai_message(first, modalities=["text"])
             return ChatResponse(
                 message=message, raw=response, additional_kwargs=usage_counts(response)
             )
