@@ -189,3 +189,16 @@ def test_the_extractor_refuses_markers_that_skip_nothing_and_open_fences(text: s
 def test_the_docs_have_blocks_that_run_on_every_guide() -> None:
     sources = {b.source for b in BLOCKS if b.skip is None}
     assert sources >= {"README.md", "docs/cli.md", "docs/python.md", "docs/compare.md"}
+
+
+def test_the_readmes_drop_in_is_the_quickstart_with_one_name_changed() -> None:
+    readme = [b for b in BLOCKS if b.source == "README.md" and b.kind == "python"]
+    before, after = readme[0], readme[1]
+    assert before.skip and after.skip is None  # the "after" runs here; the "before" needs OpenAI
+
+    def body(block: Block) -> list[str]:
+        return [line for line in block.code.splitlines() if not line.startswith("from ")]
+
+    assert "VectorStoreIndex.from_documents(" in before.code
+    assert [line.replace("DocMemoIndex", "VectorStoreIndex") for line in body(after)] == body(before)
+    assert 3 <= len([line for line in after.code.splitlines() if line.strip()]) <= 6

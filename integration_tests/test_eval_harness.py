@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("llama_index.retrievers.bm25")
 fitz = pytest.importorskip("pymupdf")
 
-from llama_index_docmemo.evaluation.cli import eval_parser, run_eval  # noqa: E402
+from llama_index_docmemo.evaluation.cli import eval_parser, main, run_eval  # noqa: E402
 
 FILLER = "This page describes the office garden, the weather in spring and the colour of the walls."
 FACTS = {
@@ -217,3 +217,42 @@ def test_offline_eval_scores_answers_and_measures_the_reader(
     assert rates["engine"] == "docmemo" and rates["gold_pages_read"] > 0
     assert 0.0 <= rates["fn"] <= 1.0 and 0.0 <= rates["fp"] <= 1.0
     assert "measured reader rates (offline" in capsys.readouterr().out
+
+
+def test_corpus_scope_asks_the_whole_store_and_reports_documents(
+    dataset: Path, tmp_path: Path
+) -> None:
+    """--scope corpus: every question is asked of the whole store, which holds every document
+    of the dataset even when the split's questions are about one of them."""
+    out, store = tmp_path / "out", tmp_path / "store"
+    common = ("--data", str(dataset), "--out", str(out), "--store", str(store), "--no-progress")
+    engines = "docmemo,static-paged,two-stage,no_document_beliefs"
+    args_list = [
+        *common,
+        *("--engines", engines, "--reasoner", "simulated", "--scope", "corpus"),
+        *("--split", "tune", "--seeds", "0", "--k", "2", "--fn", "0", "--fp", "0"),
+    ]  # the tuning half holds alpha.pdf's questions only
+    args = parse(*args_list)
+    assert run_eval(args) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["scope"] == "corpus" and report["n_questions"] == 2
+    documents = {name: e["documents"] for name, e in report["engines"].items()}
+    assert documents["two-stage"]["documents_read"]["mean"] == 1.0
+    assert documents["docmemo"]["right_document_round1"]["mean"] == 1.0
+    assert documents["static-paged"]["documents_read"]["mean"] > 1.0  # beta.pdf is in the store
+    md = (out / "report.md").read_text()
+    assert "Scope: **corpus**" in md and "| two-stage |" in md
+    in_document = parse(*[a for a in args_list if a not in ("--scope", "corpus")])
+    with pytest.raises(Exception, match="different .*scope"):
+        run_eval(in_document)  # a resume must keep the scope
+
+
+def test_corpus_scope_refuses_the_per_document_stock_engines(
+    dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--data", str(dataset), "--out", str(tmp_path / "out"), "--scope", "corpus"]
+    with pytest.raises(SystemExit) as exit_:
+        main("eval", [*argv, "--engines", "docmemo,llamaindex-topk"])
+    assert exit_.value.code == 2
+    assert "llamaindex-topk build an index per document" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()  # refused before any work

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -195,11 +196,12 @@ def test_crop_nodes_add_their_box_and_kind_to_the_pages_metadata(tmp_path: Path)
 def test_the_readme_quickstart_loop_prints_real_values(
     folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    """The README's "Use it from Python" block, run as written (OpenAI's API base and key from
-    the environment, as the openai package reads them)."""
+    """The README's full "Use it from Python" block (after the before/after pair), run as
+    written (OpenAI's API base and key from the environment, as the openai package reads them)."""
     readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("## Use it from Python") :]
-    block = section[section.index("```python\n") + 10 : section.index("```\n", 10)]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+    block = next(b for b in blocks if 'response.metadata["docmemo"]' in b)
     (tmp_path / "reports").symlink_to(folder, target_is_directory=True)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DOCMEMO_STORE_DIR", str(tmp_path / "store"))

@@ -1,5 +1,5 @@
-"""One immutable configuration of the DocMemo loop, in five groups: loop, selection, levers, budget,
-answer.
+"""One immutable configuration of the DocMemo loop, in six groups: loop, selection, levers,
+documents, budget, answer.
 
 Defaults are the paper's where measurement agreed with it, and measured otherwise
 (docs/evaluation.md): greedy posterior means instead of Thompson sampling, stronger propagation
@@ -165,6 +165,36 @@ class LeverSettings(_Settings):
         return self.statement_weight > 0
 
 
+class DocumentSettings(_Settings):
+    """Beliefs over documents, for a scope of more than one document (DESIGN §8): a question
+    asked of a whole collection first has to find its document. With one document in scope
+    none of this runs and the loop is the per-document one.
+
+    Args:
+        document_beliefs: keep a Beta belief per candidate document and allot each round's
+            pages across documents by it (off: pages are chosen over the whole scope at once).
+        document_search_pages: pages of the question's search over the whole scope that the
+            document stage scores documents by (their best page, and their cards).
+        card_weight: weight of the card match (file name, title, metadata, first page, outline
+            against the question's words) against the best page score.
+        document_prior_strength: pseudo-counts a document's stage score is worth in its prior.
+        document_irrelevant_weight: b_d added per page of d labelled irrelevant (a useful
+            page adds 1 to a_d).
+        documents_per_round: most documents one round reads from (two for a question that
+            compares two filings).
+        document_share: another document shares a round's pages once its belief draw is at
+            least this fraction of the best one's.
+    """
+
+    document_beliefs: bool = True
+    document_search_pages: int = Field(100, ge=1, le=1000)
+    card_weight: float = Field(0.7, ge=0.0, le=1.0)
+    document_prior_strength: float = Field(4.0, ge=0.0)
+    document_irrelevant_weight: float = Field(0.03, ge=0.0)
+    documents_per_round: int = Field(2, ge=1, le=10)
+    document_share: float = Field(0.9, ge=0.0, le=1.0)
+
+
 class BudgetSettings(_Settings):
     """What one query may cost, and the questions it accepts.
 
@@ -223,6 +253,7 @@ _GROUPS: dict[str, type[_Settings]] = {
     "loop": LoopSettings,
     "selection": SelectionSettings,
     "levers": LeverSettings,
+    "documents": DocumentSettings,
     "budget": BudgetSettings,
     "answer": AnswerSettings,
 }
@@ -253,11 +284,12 @@ def _grouped(values: dict[str, Any]) -> dict[str, Any]:
 
 class DocMemoConfig(_Settings):
     """Parameters of the DocMemo loop (DESIGN §3) and the switches for each ablation (§1),
-    in five groups; immutable (:meth:`updated` returns a changed copy)."""
+    in six groups; immutable (:meth:`updated` returns a changed copy)."""
 
     loop: LoopSettings = Field(default_factory=LoopSettings)
     selection: SelectionSettings = Field(default_factory=SelectionSettings)
     levers: LeverSettings = Field(default_factory=LeverSettings)
+    documents: DocumentSettings = Field(default_factory=DocumentSettings)
     budget: BudgetSettings = Field(default_factory=BudgetSettings)
     answer: AnswerSettings = Field(default_factory=AnswerSettings)
 

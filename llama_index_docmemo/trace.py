@@ -55,6 +55,20 @@ class BeliefState(BaseModel):
         return self.alpha / (self.alpha + self.beta)
 
 
+class DocumentBelief(BaseModel):
+    """A document's Beta(alpha, beta) after a round's update, and the pages the round gave it
+    (a scope of several documents only)."""
+
+    doc: str
+    alpha: float
+    beta: float
+    pages: int = 0
+
+    @property
+    def mean(self) -> float:
+        return self.alpha / (self.alpha + self.beta)
+
+
 class FeedbackRecord(BaseModel):
     status: str
     answer: str | None = None
@@ -73,7 +87,7 @@ class FeedbackRecord(BaseModel):
             answer=feedback.answer,
             useful=[PageScore.of(r) for r in feedback.useful_pages],
             irrelevant=[PageScore.of(r) for r in feedback.irrelevant_pages],
-            notes=[f"p{n.page.page}: {n.fact}" for n in feedback.notes],
+            notes=[f"{n.page.doc_id} p{n.page.page}: {n.fact}" for n in feedback.notes],
             missing=feedback.missing,
             refined_query=feedback.refined_query,
             dropped_labels=dropped,
@@ -89,6 +103,7 @@ class RoundTrace(BaseModel):
     crops: int = 0
     feedback: FeedbackRecord | None = None
     beliefs: list[BeliefState] = Field(default_factory=list)
+    documents: list[DocumentBelief] = Field(default_factory=list)  # best-believed first
     llm_calls: int = 0
     images: int = 0  # images in the round's LLM requests (reading and reranking)
     image_tokens: int = 0  # their tokens, estimated by the model family's formula

@@ -96,8 +96,8 @@ def heat_map_figure(hm: HeatMap, trace: QueryTrace) -> Figure:
     row = {page: i for i, page in enumerate(hm.pages)}
     for marks, symbol, color in (
         (hm.read, "o", "black"),
-        (hm.useful, "P", "#1a9850"),
-        (hm.irrelevant, "X", "#d73027"),
+        (hm.useful, "P", USEFUL_MARK),
+        (hm.irrelevant, "X", IRRELEVANT_MARK),
     ):
         pts = [(col[r], row[p]) for p, r in marks if p in row and r in col]
         if pts:
@@ -127,16 +127,59 @@ def _render_png(hm: HeatMap, trace: QueryTrace, path: Path) -> None:
     backend.FigureCanvasAgg(heat_map_figure(hm, trace)).print_png(str(path))
 
 
+BELIEF_PALETTE = (
+    (247, 251, 255),
+    (222, 235, 247),
+    (198, 219, 239),
+    (158, 202, 225),
+    (107, 174, 214),
+    (66, 146, 198),
+    (33, 113, 181),
+    (8, 81, 156),
+    (8, 48, 107),
+)
+"""ColorBrewer's 9-class "Blues" (matplotlib's ``Blues``, the PNG's): one hue, lightness falling as
+the belief rises, so it reads the same with any colour vision and in grey."""
+USEFUL_MARK = "#e69f00"
+IRRELEVANT_MARK = "#000000"
+"""The PNG's marks: Okabe and Ito's orange and black, told apart by shape and by lightness (never
+red against green)."""
+
+
 def _cell_color(mean: float | None) -> str:
     if mean is None:
         return "#eeeeee"
-    shade = int(round(255 - 200 * max(0.0, min(1.0, mean))))
-    return f"rgb({shade},{shade + (255 - shade) // 3},255)"
+    at = max(0.0, min(1.0, mean)) * (len(BELIEF_PALETTE) - 1)
+    low = min(int(at), len(BELIEF_PALETTE) - 2)
+    share = at - low
+    rgb = (
+        round(a + (b - a) * share)
+        for a, b in zip(BELIEF_PALETTE[low], BELIEF_PALETTE[low + 1], strict=True)
+    )
+    return "rgb({},{},{})".format(*rgb)
+
+
+def _text_color(mean: float | None) -> str:
+    """Marks stay legible: white on the darker half of the scale."""
+    return "#ffffff" if mean is not None and mean > 0.6 else "#000000"
+
+
+def belief_scale() -> str:
+    """The colour legend of the heat-map table: the scale from belief 0 to 1, labelled."""
+    cells = "".join(
+        f'<td style="background:{_cell_color(v / 4)};color:{_text_color(v / 4)}">{v / 4:.2f}</td>'
+        for v in range(5)
+    )
+    return (
+        '<table class="belief-scale"><tr><th>belief</th>'
+        f'{cells}<td style="background:#eeeeee">not logged</td></tr></table>'
+    )
 
 
 HEAT_MAP_CSS = (
     "table.heatmap{border-collapse:collapse}"
-    ".heatmap td,.heatmap th{border:1px solid #ccc;padding:2px 8px;text-align:center}"
+    ".heatmap td,.heatmap th,.belief-scale td,.belief-scale th{border:1px solid #ccc;"
+    "padding:2px 8px;text-align:center}.belief-scale{border-collapse:collapse;margin:4px 0}"
     ".heatmap th{background:#fafafa}"
 )
 
@@ -154,15 +197,28 @@ def heat_map_table(hm: HeatMap) -> str:
                 "✓" if (page, rnd) in hm.useful else "✗" if (page, rnd) in hm.irrelevant else ""
             )
             title = "no belief logged" if mean is None else f"posterior mean {mean:.2f}"
-            cells.append(f'<td style="background:{_cell_color(mean)}" title="{title}">{marks}</td>')
+            style = f"background:{_cell_color(mean)};color:{_text_color(mean)}"
+            cells.append(f'<td style="{style}" title="{title}">{marks}</td>')
         rows.append(f"<tr><th>{html.escape(_label(page, multi_doc))}</th>{''.join(cells)}</tr>")
     return f'<table class="heatmap"><tr><th>page</th>{head}</tr>{"".join(rows)}</table>'
 
 
 HEAT_MAP_LEGEND = (
-    "Colour: belief (posterior mean, white 0 → blue 1; grey: not logged). "
-    "● read this round, ✓ judged useful, ✗ judged irrelevant."
+    "Colour: belief (posterior mean, light 0 → dark blue 1, one hue: see the scale; grey: not "
+    "logged). ● read this round, ✓ judged useful, ✗ judged irrelevant."
 )
+
+
+def useful_pages(hm: HeatMap) -> str:
+    """The pages the reader judged useful, each with its document and rounds (plain text)."""
+    rounds: dict[Page, list[int]] = {}
+    for page, rnd in sorted(hm.useful, key=lambda item: (item[1], item[0])):
+        rounds.setdefault(page, []).append(rnd)
+    listed = "; ".join(
+        f"{doc} p. {page} (round {', '.join(map(str, found))})"
+        for (doc, page), found in rounds.items()
+    )
+    return f"Judged useful by the reader: {listed or 'no page'}."
 
 
 def render_html(hm: HeatMap, trace: QueryTrace) -> str:
@@ -174,7 +230,8 @@ def render_html(hm: HeatMap, trace: QueryTrace) -> str:
         f"</head><body><h3>{html.escape(trace.question)}</h3>"
         f"<p>Answer: {html.escape(trace.answer)} ({html.escape(trace.status)}, stop: "
         f"{html.escape(trace.stop_reason)}){reader}</p>"
-        f"<p>{HEAT_MAP_LEGEND}</p>"
+        f"<p>{html.escape(useful_pages(hm))}</p>"
+        f"<p>{HEAT_MAP_LEGEND}</p>{belief_scale()}"
         f"{heat_map_table(hm)}</body></html>\n"
     )
 

@@ -111,6 +111,12 @@ def _store(scenario: str = "") -> RecordingStore:
         for p in range(1, N_PAGES + 1)
     ]
     store.upsert_document(schema, records, [])
+    if scenario == "corpus":  # a second document: the scope is the whole store
+        store.add(
+            "other.pdf",
+            ["other company annual review 2023"]
+            + [f"revenue growth outlook page {p}" for p in range(2, 13)],
+        )
     return store
 
 
@@ -205,7 +211,7 @@ def observe(settings: dict[str, Any], scenario: str) -> dict[str, Any]:
         reasoner=reader,
         llm=ScriptedChatLLM() if scenario == "llm" else None,
         config=config,
-        page_filter=PageFilter(doc_ids=(DOC,)),
+        page_filter=PageFilter() if scenario == "corpus" else PageFilter(doc_ids=(DOC,)),
         crop_postprocessor=TableCrops() if scenario == "crops" else None,
         evidence_images=False,
     )
@@ -263,6 +269,13 @@ ROWS: list[tuple[str, Any, dict[str, Any], str]] = [
     ("statement_weight", 0.0, {}, ""),
     ("statement_first_round", 1, {}, ""),
     ("fusion_rule", "sum", {}, ""),
+    ("document_beliefs", False, {}, "corpus"),
+    ("document_search_pages", 5, {}, "corpus"),
+    ("card_weight", 0.0, {}, "corpus"),
+    ("document_prior_strength", 1.0, {}, "corpus"),
+    ("document_irrelevant_weight", 0.5, {}, "corpus"),
+    ("documents_per_round", 1, {"document_share": 0.0}, "corpus"),
+    ("document_share", 0.0, {}, "corpus"),
     ("max_llm_calls", 1, {}, ""),
     ("max_pages", 2, {}, ""),
     ("max_seconds", 1e-9, {}, ""),

@@ -10,8 +10,8 @@ from llama_index_docmemo.evidence.abstention import abstention_reason, not_found
 from llama_index_docmemo.evidence.citations import (
     CropText,
     PageText,
+    answer_suffix,
     cite,
-    unverified_suffix,
     with_markers,
 )
 from llama_index_docmemo.evidence.figures import find_figures, locate_span
@@ -35,7 +35,7 @@ def test_a_planted_figure_on_no_page_read_is_unverified_and_said() -> None:
     assert found.quote == "Net revenue was NOK 4,212.5 million in 2024."
     assert PAGE3[found.start : found.end] == found.quote and found.stated == "4,212.5"
     assert (
-        unverified_suffix(citations) == " (Unverified: a figure of this answer is on no page read.)"
+        answer_suffix(citations) == " (Unverified: a figure of this answer is on no page read.)"
     )
 
 
@@ -84,6 +84,64 @@ def test_markers_follow_source_node_order_and_skip_the_unverified() -> None:
     notes = [EvidenceNote(page=P7, fact="outlook", quote="expects a margin")]
     facts = cite("Good outlook.", pages, notes, [P7])
     assert with_markers("Good outlook.", facts, [P3, P7]) == "Good outlook. [2]"
+
+
+PAGE6 = "In 2023 the Group invested NOK 212.5 million in research and development."
+PAGE19 = "Research and development spending reached NOK 248.3 million in 2024; 1,184 in the Nordic."
+
+
+@pytest.mark.parametrize(
+    ("answer", "claim", "computed"),
+    [
+        (
+            "increased by 35.8 million, from 212.5 million (2023) to 248.3 million (2024)",
+            "35.8 million",
+            "difference: 248.3 million − 212.5 million",
+        ),
+        ("up 16.8%, from 212.5 million to 248.3 million", "16.8%", None),
+        ("460.8 million in all: 212.5 million and 248.3 million", "460.8 million", None),
+        ("248.3 million is 1.17 times 212.5 million", "1.17", "ratio: 248.3 million / 212.5 million"),
+        ("from $212.5m to $0.2483 billion: up $35.8 million", "$35.8 million", None),
+    ],
+)
+def test_a_figure_computed_from_cited_figures_says_so(
+    answer: str, claim: str, computed: str | None
+) -> None:
+    citations = cite(answer, [PageText(P3, PAGE6), PageText(P7, PAGE19)], [], [P3, P7])
+    target = next(c for c in citations if c.text == claim)
+    assert target.verified and target.how == "computed" and target.page is None
+    operation = target.computed.split(":")[0]
+    assert operation in ("difference", "percent change", "sum", "ratio")
+    if computed is not None:
+        assert target.computed == computed
+    note = f" (Computed: a figure of this answer is the {operation} of two cited figures.)"
+    assert answer_suffix(citations) == note
+    assert not any(ch.isdigit() for ch in note)  # answer checks read the answer as before
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "increased by 35.9 million, from 212.5 million to 248.3 million",  # not the difference
+        "increased by 35.8 million, from 212.5 million to 248.3 billion",  # not what p. 19 says
+        "up 16.8% from 2023 to 2024",  # years are labels, not operands
+    ],
+)
+def test_a_figure_no_arithmetic_of_cited_figures_gives_stays_unverified(answer: str) -> None:
+    citations = cite(answer, [PageText(P3, PAGE6), PageText(P7, PAGE19)], [], [P3, P7])
+    assert not any(c.how == "computed" for c in citations)
+    assert answer_suffix(citations).startswith(" (Unverified: ")
+
+
+def test_markers_skip_bare_years_beside_other_claims() -> None:
+    answer = "increased by 35.8 million, from 212.5 million (2023) to 248.3 million (2024)"
+    citations = cite(answer, [PageText(P3, PAGE6), PageText(P7, PAGE19)], [], [P3, P7])
+    assert {c.text for c in citations if c.verified} >= {"(2023)", "(2024)"}
+    assert with_markers(answer, citations, [P3, P7]) == (
+        "increased by 35.8 million, from 212.5 million [1] (2023) to 248.3 million [2] (2024)"
+    )
+    alone = cite("In 2024.", [PageText(P7, PAGE19)], [], [P7])
+    assert with_markers("In 2024.", alone, [P7]) == "In 2024 [1]."
 
 
 def test_quote_rules_normalise_only_layout() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -76,7 +77,38 @@ def test_heat_map_grid() -> None:
 def test_html_is_self_contained_and_escaped(tmp_path: Path) -> None:
     text = render_trace(trace(), tmp_path / "t.html").read_text()
     assert "<script" not in text and "&lt;b&gt;q&lt;/b&gt;" in text
-    assert text.count("<tr>") == 4 and "●✓" in text and "●✗" in text and "simulated" in text
+    assert text.count("<tr>") == 5 and "●✓" in text and "●✗" in text and "simulated" in text
+    assert "Judged useful by the reader: d.pdf p. 2 (round 1); d.pdf p. 3 (round 2)." in text
+
+
+def _lightness(css: str) -> float:
+    r, g, b = (int(v) for v in re.fullmatch(r"rgb\((\d+),(\d+),(\d+)\)", css).groups())
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b  # what a grey print or any colour vision keeps
+
+
+def test_html_colours_are_one_sequential_scale_with_a_legend(tmp_path: Path) -> None:
+    text = render_trace(trace(), tmp_path / "t.html").read_text()
+    shown = [float(v) for v in re.findall(r'<td style="background:rgb[^"]*">(\d\.\d\d)</td>', text)]
+    assert shown == [0.0, 0.25, 0.5, 0.75, 1.0]  # the legend: the scale, labelled
+    colours = re.findall(r"background:(rgb\([^)]*\))", text)
+    cells = re.findall(r'background:(rgb\([^)]*\));color:[^"]*" title="posterior mean (\d\.\d\d)', text)
+    assert len(cells) == 4 and colours
+    by_mean = sorted((float(mean), _lightness(css)) for css, mean in cells)
+    lightness = [light for _, light in by_mean]
+    assert lightness == sorted(lightness, reverse=True)  # a higher belief is always darker
+    assert lightness[0] - lightness[-1] > 60
+
+
+def test_png_marks_differ_in_lightness_not_only_in_hue() -> None:
+    pytest.importorskip("matplotlib")
+    from matplotlib.colors import to_rgb
+
+    fig = heat_map_figure(heat_map(trace()), trace())
+    filled = [tuple(c.get_facecolors()[0][:3]) for c in fig.axes[0].collections[1:]]
+    assert len(filled) == 2  # useful, irrelevant
+    lightness = [0.2126 * r + 0.7152 * g + 0.0722 * b for r, g, b in filled]
+    assert abs(lightness[0] - lightness[1]) > 0.3, filled
+    assert to_rgb("#1a9850") not in filled and to_rgb("#d73027") not in filled  # no red vs green
 
 
 def test_png_draws_the_grid_without_touching_the_backend(

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llama_index_docmemo.cli import options
+from llama_index_docmemo.cli.rounds import round_line
 from llama_index_docmemo.errors import DocMemoError
 
 if TYPE_CHECKING:
     from llama_index_docmemo.evidence.citations import Citation
-    from llama_index_docmemo.loop import DocMemoResult
 
 
 def register(sub: Any) -> None:
@@ -95,6 +95,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
         result = engine.run(args.question)
     trace = result.trace
     if args.html:
+        from llama_index_docmemo.evidence.html import write_answer_html
+
         write_answer_html(args.html, result)
     code = 1 if trace.stop_reason == "llm_error" else 0  # a partial result: said, and non-zero
     if args.trace:
@@ -138,13 +140,11 @@ def cmd_ask(args: argparse.Namespace) -> int:
         + (", ".join(f"{e.doc} p.{e.page} ({e.score:.2f})" for e in trace.evidence) or "none")
     )
     for rnd in trace.rounds:
-        pages = ", ".join(f"p.{s.page}" for s in rnd.selected)
-        verdict = rnd.feedback.status if rnd.feedback else "no feedback"
-        useful = ", ".join(f"p.{u.page}" for u in rnd.feedback.useful) if rnd.feedback else ""
-        print(
-            f"  round {rnd.round}: query={rnd.query!r} read [{pages}] -> {verdict}; useful [{useful}]"
-        )
+        print(round_line(rnd))
     for citation in trace.citations:
+        if citation.how == "computed":
+            print(f"  cites {citation.text!r}: computed from the cited figures ({citation.computed})")
+            continue
         where = f"{citation.doc_id} p.{citation.page}" if citation.verified else "no page read"
         box = f" box {[round(v) for v in citation.bbox]}" if citation.bbox else ""
         check = "verified" if citation.verified else "NOT verified"
@@ -156,23 +156,14 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return code
 
 
-CITATION_KEYS = ("text", "doc_id", "page", "bbox", "quote", "verified", "how", "kind", "box_from")
+CITATION_KEYS = (
+    "text", "doc_id", "page", "bbox", "quote", "verified", "how", "kind", "box_from", "computed"
+)
 
 
 def citation_json(citation: Citation) -> dict[str, Any]:
     """A citation as ``ask --json`` prints it (the keys of ``CITATION_KEYS``)."""
     return citation.model_dump(mode="json", include=set(CITATION_KEYS))
-
-
-def write_answer_html(path: Path, result: DocMemoResult) -> None:
-    """The answer page of ``result`` (:mod:`llama_index_docmemo.evidence.html`) at ``path``."""
-    from llama_index_docmemo.evidence.html import render_answer_html
-
-    sources = {
-        str(n.node.metadata["doc_id"]): str(n.node.metadata["source"]) for n in result.source_nodes
-    }
-    page = render_answer_html(result.trace.question, result.answer, result.trace.citations, sources)
-    path.write_text(page, encoding="utf-8")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -4,12 +4,16 @@
 - ``static@K``: the first K pages of the first-round ranking, read in one round (no stop).
 - ``static-paged``: the same ranking read in DocMemo's round sizes, with the same stop rule as DocMemo.
 - ``neighbours``: pages within +-2 of each page judged useful, the rest from the ranking, same stop.
+- ``two-stage``: the document stage DocMemo's loop uses (best page scores fused with the cards),
+  then the first-round ranking inside its best documents, read like ``static-paged``.
 - ``llamaindex-topk`` / ``llamaindex-vector`` (and ``-ocr``, over the store's OCR'd page text):
   stock LlamaIndex pipelines over chunks (:mod:`.llamaindex_pipeline`).
 
 The first-round ranking is the store's search for the question, exactly as DocMemo's round 1 sees it
-(same encoder, candidates, prefetch and document filter), so round 1 is the same pages for every
-ranking-based engine. No engine sees the gold pages: only the stop rule may, and only under
+(same encoder, candidates, prefetch and scope), so round 1 is the same pages for every
+ranking-based engine. The scope is each question's own document (``document``, the default) or
+the whole store (``corpus``: the question names no document, as a pilot asks), the same for every
+engine. No engine sees the gold pages: only the stop rule may, and only under
 ``--stop oracle`` / ``noisy`` (see :mod:`.stopping`).
 """
 
@@ -19,7 +23,7 @@ import re
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,8 +35,10 @@ from llama_index_docmemo.evaluation.datasets import QAItem
 from llama_index_docmemo.evaluation.metrics import QuestionRun
 from llama_index_docmemo.evaluation.orders import next_in_ranking, next_neighbours
 from llama_index_docmemo.events import counting_llm_calls
+from llama_index_docmemo.levers.document_stage import card_scores, document_scores, page_scores
 from llama_index_docmemo.levers.rounds import QuerySearches, RoundLevers
 from llama_index_docmemo.loop.trust import RoundOutcome, stop_reason
+from llama_index_docmemo.memory.belief import normalise_scores
 from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
 from llama_index_docmemo.step_runtime import run as run_steps
 from llama_index_docmemo.store.base import PageStore
@@ -42,7 +48,8 @@ from llama_index_docmemo.types import PageFilter, PageRecord, PageRef
 if TYPE_CHECKING:
     from llama_index_docmemo.query_engine import DocMemoQueryEngine
 
-RANKING_ENGINES = ("static-paged", "neighbours")
+RANKING_ENGINES = ("static-paged", "neighbours", "two-stage")
+SCOPES = ("document", "corpus")
 STOCK_ENGINES = (
     "llamaindex-topk",
     "llamaindex-vector",
@@ -53,6 +60,13 @@ ENGINE_NAMES = ("docmemo", "static@K", *RANKING_ENGINES, *STOCK_ENGINES, *ABLATI
 _STATIC_AT = re.compile(r"static@([1-9][0-9]*)")
 NO_BUDGET = BudgetSettings()
 """A ranking baseline's budget: its rounds alone (it makes no calls of its own to count)."""
+
+
+def scope_filter(item: QAItem, scope: str) -> PageFilter:
+    """The store scope a question is asked in: its own document, or the whole store."""
+    if scope not in SCOPES:
+        raise ValueError(f"scope must be one of {', '.join(SCOPES)}, got {scope!r}")
+    return PageFilter(doc_ids=(item.doc,)) if scope == "document" else PageFilter()
 
 
 def static_k(name: str) -> int | None:
@@ -123,9 +137,16 @@ class DocMemoEvalEngine(EvalEngine):
         make_engine: builds a ``DocMemoQueryEngine`` from a config and a reasoner.
     """
 
-    def __init__(self, name: str, config: DocMemoConfig, make_engine: EngineFactory) -> None:
+    def __init__(
+        self,
+        name: str,
+        config: DocMemoConfig,
+        make_engine: EngineFactory,
+        scope: str = "document",
+    ) -> None:
         self.name = name
         self.config = config
+        self.scope = scope
         self._make_engine = make_engine
         self._engines: dict[int, tuple[Reasoner, DocMemoQueryEngine]] = {}
 
@@ -136,7 +157,7 @@ class DocMemoEvalEngine(EvalEngine):
 
     def run(self, item: QAItem, reasoner: Reasoner) -> EngineOutput:
         result = self._engine(reasoner).run(
-            item.question, page_filter=PageFilter(doc_ids=(item.doc,))
+            item.question, page_filter=scope_filter(item, self.scope)
         )
         trace: QueryTrace = result.trace
         run = QuestionRun(
@@ -154,34 +175,94 @@ class DocMemoEvalEngine(EvalEngine):
 
 
 class FirstRoundRanking:
-    """The candidates for a question in its document, best first, as DocMemo's round 1 sees them:
+    """The candidates for a question in its scope, best first, as DocMemo's round 1 sees them:
     the levers' round-1 candidates (:meth:`RoundLevers.candidates`), so a lever that fuses
     searches into round 1 changes every baseline's ranking too.
 
     Ties in score are broken by (document, page), as the retriever does.
     """
 
-    def __init__(self, store: PageStore, encoder: PageEncoder, config: DocMemoConfig) -> None:
+    def __init__(
+        self,
+        store: PageStore,
+        encoder: PageEncoder,
+        config: DocMemoConfig,
+        scope: str = "document",
+    ) -> None:
         self.store = store
         self.encoder = encoder
         self.config = config
+        self.scope = scope
+        self._scope_pages: int | None = None
+
+    def levers(self, depth: int) -> RoundLevers:
+        """The levers with at least ``config.selection.candidates`` and ``depth`` candidates."""
+        selection = self.config.selection
+        wide = selection.model_copy(update={"candidates": max(selection.candidates, depth)})
+        return RoundLevers(self.store, self.encoder, self.config.levers, wide)
+
+    def ranked(self, question: str, scope: PageFilter, depth: int) -> list[PageRecord]:
+        """Round 1's candidates of ``question`` within ``scope``, best first."""
+        query = self.encoder.encode_query(question)
+        found = run_steps(self.levers(depth).candidates(1, question, query, scope, QuerySearches()))
+        hits = sorted(found, key=lambda h: (-h.score, h.record.doc_id, h.record.page))
+        return [h.record for h in hits]
 
     def records(self, item: QAItem, depth: int) -> list[PageRecord]:
         """At least ``config.selection.candidates`` and up to ``depth`` pages of the ranking."""
-        selection = self.config.selection
-        wide = selection.model_copy(update={"candidates": max(selection.candidates, depth)})
-        levers = RoundLevers(self.store, self.encoder, self.config.levers, wide)
-        query = self.encoder.encode_query(item.question)
-        scope = PageFilter(doc_ids=(item.doc,))
-        hits = run_steps(levers.candidates(1, item.question, query, scope, QuerySearches()))
-        hits = sorted(hits, key=lambda h: (-h.score, h.record.doc_id, h.record.page))
-        return [h.record for h in hits]
+        return self.ranked(item.question, self.filter(item), depth)
+
+    def filter(self, item: QAItem) -> PageFilter:
+        return scope_filter(item, self.scope)
 
     def n_pages(self, doc_id: str) -> int:
         schema = self.store.get_schema(doc_id)
         if schema is None:
             raise StoreError(f"document {doc_id!r} is not in the store ({self.store!r})")
         return schema.n_pages
+
+    def pages_in_scope(self, item: QAItem) -> int:
+        """Pages the question is asked of: its document's, or the whole store's."""
+        if self.scope == "document":
+            return self.n_pages(item.doc)
+        if self._scope_pages is None:
+            self._scope_pages = self.store.count_pages(PageFilter())
+        return self._scope_pages
+
+
+class TwoStageRanking(FirstRoundRanking):
+    """``two-stage``: the document stage of DocMemo's loop (the question's search over the
+    scope, ``document_search_pages`` deep; each document's best page fused with its card,
+    :mod:`~llama_index_docmemo.levers.document_stage`), then the first-round ranking inside
+    the best document, then inside the next, and so on."""
+
+    def documents(self, item: QAItem) -> list[str]:
+        """The scope's documents best first by the document stage's score."""
+        settings, scope = self.config.documents, self.filter(item)
+        limit = max(self.config.selection.candidates, settings.document_search_pages)
+        levers = RoundLevers(self.store, self.encoder, self.config.levers, self.config.selection)
+        query = self.encoder.encode_query(item.question)
+        depth = run_steps(levers.depth(scope))
+        hits = run_steps(levers.search(query, scope, depth, limit))
+        docs = tuple(sorted({h.record.doc_id for h in hits}))
+        schemas = self.store.list_documents(replace(scope, doc_ids=docs)) if docs else []
+        cards = run_steps(levers.cards(schemas, hits, scope))
+        normalised = normalise_scores([h.score for h in hits])
+        pages = page_scores(
+            (h.record.doc_id, float(c)) for h, c in zip(hits, normalised, strict=True)
+        )
+        scores = document_scores(
+            pages, card_scores(item.question, cards.values()), settings.card_weight
+        )
+        return sorted(scores, key=lambda d: (-scores[d], d))
+
+    def records(self, item: QAItem, depth: int) -> list[PageRecord]:
+        out: list[PageRecord] = []
+        for doc_id in self.documents(item):
+            if len(out) >= depth:
+                break
+            out += self.ranked(item.question, replace(self.filter(item), doc_ids=(doc_id,)), depth)
+        return out
 
 
 @dataclass
@@ -229,13 +310,14 @@ class RankingEngine(EvalEngine):
     def _next(self, item: QAItem, state: _Reading, order: list[PageRef], k: int) -> list[PageRef]:
         if not self.follow_neighbours:
             return next_in_ranking(order, state.read, k)
-        n_pages = {item.doc: self.ranking.n_pages(item.doc)}
+        docs = {ref.doc_id for ref in state.useful}
+        n_pages = {doc_id: self.ranking.n_pages(doc_id) for doc_id in sorted(docs)}
         return next_neighbours(order, state.useful, state.read, k, n_pages)
 
     def _fetch(self, item: QAItem, state: _Reading, refs: list[PageRef]) -> list[PageRecord]:
         missing = [ref for ref in refs if ref not in state.records]
         if missing:
-            for record in self.ranking.store.get_pages(missing, PageFilter(doc_ids=(item.doc,))):
+            for record in self.ranking.store.get_pages(missing, self.ranking.filter(item)):
                 state.records[record.ref] = record
         return [state.records[ref] for ref in refs if ref in state.records]
 
@@ -244,7 +326,7 @@ class RankingEngine(EvalEngine):
         ranked = self.ranking.records(item, sum(self.round_pages))
         order = [record.ref for record in ranked]
         state = _Reading(records={record.ref: record for record in ranked})
-        n_pages = self.ranking.n_pages(item.doc)
+        n_pages = self.ranking.pages_in_scope(item)
         loop = self.ranking.config.loop
         rounds = len(self.round_pages)
         settings = loop.model_copy(update={"rounds": rounds, "static": rounds == 1})
@@ -311,6 +393,7 @@ def build_engines(
     store: PageStore,
     encoder: PageEncoder,
     data_root: Path | None = None,
+    scope: str = "document",
 ) -> Mapping[str, EvalEngine]:
     """The requested engines by name, in the order asked.
 
@@ -322,10 +405,12 @@ def build_engines(
         make_engine: builds DocMemo engines.
         store / encoder: the shared page store and encoder (the first-round ranking).
         data_root: the dataset's ``pdfs/`` folder (the stock LlamaIndex pipelines read the PDFs).
+        scope: ``document`` (each question in its own document) or ``corpus`` (the whole store),
+            for every engine.
     """
     check_engine_names(names)
     reference = configs.for_engine("docmemo", seed=seed)
-    ranking = FirstRoundRanking(store, encoder, reference)
+    ranking = FirstRoundRanking(store, encoder, reference, scope)
     engines: dict[str, EvalEngine] = {}
     for name in dict.fromkeys(names):
         k = static_k(name)
@@ -334,12 +419,20 @@ def build_engines(
         elif name in RANKING_ENGINES:
             engines[name] = RankingEngine(
                 name,
-                ranking,
+                TwoStageRanking(store, encoder, reference, scope)
+                if name == "two-stage"
+                else ranking,
                 round_pages=reference.loop.round_pages(),
                 follow_neighbours=name == "neighbours",
             )
         elif name in STOCK_ENGINES:
             from llama_index_docmemo.evaluation.llamaindex_pipeline import stock_engine
+
+            if scope != "document":
+                raise ValueError(
+                    f"engine {name!r} builds an index per document and runs in the document "
+                    "scope only; leave it out of --engines with --scope corpus"
+                )
 
             if data_root is None:
                 raise ValueError(f"engine {name!r} needs the dataset's pdfs/ folder")
@@ -348,6 +441,6 @@ def build_engines(
             )
         else:
             engines[name] = DocMemoEvalEngine(
-                name, configs.for_engine(name, seed=seed), make_engine
+                name, configs.for_engine(name, seed=seed), make_engine, scope
             )
     return engines

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llama_index_docmemo.evaluation import require_eval_extra
-from llama_index_docmemo.evaluation.baselines import ENGINE_NAMES
+from llama_index_docmemo.evaluation.baselines import ENGINE_NAMES, STOCK_ENGINES
 from llama_index_docmemo.evaluation.cost import DEFAULT_COST_MODEL
 from llama_index_docmemo.evaluation.datasets import SPLITS
 from llama_index_docmemo.evaluation.stopping import (
@@ -92,6 +92,14 @@ def eval_parser() -> argparse.ArgumentParser:
         help=f"comma-separated engines (default {DEFAULT_ENGINES}); choose from {', '.join(ENGINE_NAMES)}"
         " (static@K for any page count K; the -ocr stock engines read the store's page text, OCR "
         "included)",
+    )
+    p.add_argument(
+        "--scope",
+        choices=("document", "corpus"),
+        default="document",
+        help="what each question is asked of: its own document (default), or the whole store "
+        "(every dataset document indexed, both halves; the question names no document). "
+        "Every engine gets the same scope; gold stays (document, page)",
     )
     p.add_argument("--reasoner", choices=("simulated", "offline", "vlm"), default="offline")
     p.add_argument("--out", required=True, type=Path, help="output folder (results, report, plots)")
@@ -209,6 +217,12 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
             f"--stop {args.stop} simulates a stop signal from the gold pages; with a real reader "
             "use --stop never or --stop reader (its own signal)"
         )
+    stock = [n.strip() for n in args.engines.split(",") if n.strip() in STOCK_ENGINES]
+    if args.scope == "corpus" and stock:
+        parser.error(
+            f"{', '.join(stock)} build an index per document and run in the document scope "
+            "only; leave them out of --engines with --scope corpus"
+        )
     if args.judge_url and not (args.judge_model or args.llm_model):
         parser.error("--judge-url needs --judge-model (or --llm-model)")
 
@@ -243,6 +257,8 @@ def run_eval(args: argparse.Namespace) -> int:
         out=args.out,
         store_path=args.store or args.out / "store",
         split=args.split,
+        scope=args.scope,
+        corpus=load_dataset(args.data) if args.scope == "corpus" else None,
         stop_mode=args.stop,
         p_early=args.stop_early,
         p_miss=args.stop_miss,

@@ -41,6 +41,8 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "no_propagation": {"propagation": False},
     "no_crops": {"adaptive_granularity": False},
     "relevance_feedback": {"relevance_feedback": 16},
+    # pages chosen over the whole scope at once, as before document beliefs (``--scope corpus``)
+    "no_document_beliefs": {"document_beliefs": False},
     **LEVER_VARIANTS,  # issue 14's levers, one row each (llama_index_docmemo.levers.variants)
 }
 """Each ablation's fields on top of the run's settings (the ablation wins over ``--set``)."""

@@ -38,6 +38,10 @@ class EvalPlan:
     out: Path
     store_path: Path
     split: str = "report"
+    scope: str = "document"
+    corpus: EvalDataset | None = None
+    """With ``scope="corpus"``: the documents the store holds (the whole dataset, both halves),
+    while the questions come from ``dataset`` (the split)."""
     stop_mode: str = "never"
     p_early: float = 0.1
     p_miss: float = 0.2
@@ -77,6 +81,7 @@ class EvalPlan:
             "llm_model": self.llm_model,
             "config": dict(self.configs.overrides),
         }
+        settings["scope"] = self.scope
         if seed is not None:
             settings["seed"] = seed
         return settings
@@ -130,7 +135,8 @@ def run_plan(plan: EvalPlan) -> int:
     store, encoder = open_eval_store(plan.store_path)
     errors: list[str] = []
     try:
-        indexed = ensure_indexed(store, encoder, plan.dataset, progress=plan.progress)
+        documents = plan.corpus if plan.scope == "corpus" and plan.corpus else plan.dataset
+        indexed = ensure_indexed(store, encoder, documents, progress=plan.progress)
         if indexed.indexed or indexed.failed:
             print(indexed.summary(), file=sys.stderr)
         memo_store, memo_encoder = MemoStore(store), MemoEncoder(encoder)
@@ -147,6 +153,7 @@ def run_plan(plan: EvalPlan) -> int:
                 store=memo_store,
                 encoder=memo_encoder,
                 data_root=plan.dataset.pdf_dir,
+                scope=plan.scope,
             )
             shared.update((n, e) for n, e in built.items() if not isinstance(e, DocMemoEvalEngine))
             return {name: shared.get(name) or built[name] for name in plan.engines}

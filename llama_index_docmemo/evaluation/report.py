@@ -32,6 +32,7 @@ from llama_index_docmemo.evaluation.curves import (
     reader_rates,
 )
 from llama_index_docmemo.evaluation.datasets import QAItem
+from llama_index_docmemo.evaluation.documents import document_summary
 from llama_index_docmemo.evaluation.metrics import summarize
 from llama_index_docmemo.evaluation.stats import LEVEL, N_BOOT, bootstrap_ci
 from llama_index_docmemo.evaluation.stopping import stop_label
@@ -101,6 +102,7 @@ def build_report(
         "dataset": dataset,
         "reasoner": reasoner,
         "split": settings.get("split", "all"),
+        "scope": settings.get("scope", "document"),
         "stop": stop,
         "seeds": sorted(runs),
         "k": k,
@@ -137,6 +139,9 @@ def build_report(
             "accuracy": metrics.accuracy,
             "reader_rates": _rates_entry(pooled, by_qid),
             "cost": _cost_entry(runs, name, pooled, by_qid, estimate),
+            "documents": document_summary(
+                [runs[seed].get(name, ()) for seed in sorted(runs)], by_qid
+            ),
         }
         if name != REFERENCE and REFERENCE in engines:
             per_budget = [paired(runs, name, by_qid, n) for n in points]
@@ -191,6 +196,44 @@ def _cost_lines(report: Mapping[str, Any], label: str) -> list[str]:
         lines.append(
             f"| {name} | {c['pages_read']:.1f} | {c['requests']:.2f} | {c['llm_calls']:.2f} | "
             f"{c['tokens']:,.0f} | {_pct(c['all_hit'])}{_ci(c['all_hit_ci'])} |"
+        )
+    lines.append("")
+    return lines
+
+
+def _mean_cell(entry: Mapping[str, Any], percent: bool = True) -> str:
+    mean = entry["mean"]
+    if mean is None:
+        return "—"
+    if percent:
+        return f"{_pct(mean)}{_ci(entry['ci'])}"
+    low, high = entry["ci"]
+    return f"{mean:.2f} [{low:.2f}, {high:.2f}]"
+
+
+def _document_lines(report: Mapping[str, Any], label: str) -> list[str]:
+    """Did each engine find the right document (``evaluation/documents.py``)."""
+    lines = [
+        f"## Documents{label}",
+        "",
+        f"Scope: **{report.get('scope', 'document')}** (`corpus`: every question is asked of "
+        "the whole store; `document`: of its own document). Right document: a page of the "
+        "gold document read in round 1; document / page F1 of the evidence (pages labelled "
+        "useful) against the gold document / pages (MADQA's definitions); pages before the "
+        "first gold page, over the runs that read one (never: the share that read none).",
+        "",
+        "| engine | right document in round 1 | documents read | document F1 | page F1 "
+        "| pages before the first gold | never |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, e in report["engines"].items():
+        d = e["documents"]
+        first, never = d["pages_to_first_gold"], d["never_gold"]
+        lines.append(
+            f"| {name} | {_mean_cell(d['right_document_round1'])} | "
+            f"{_mean_cell(d['documents_read'], percent=False)} | {_mean_cell(d['document_f1'])} | "
+            f"{_mean_cell(d['page_f1'])} | {'—' if first is None else f'{first:.1f}'} | "
+            f"{_pct(never)} |"
         )
     lines.append("")
     return lines
@@ -285,6 +328,7 @@ def render_markdown(report: Mapping[str, Any], *, settings: Mapping[str, Any]) -
             f"{_pct(rates['fp'])} |"
         )
     lines.append("")
+    lines += _document_lines(report, label)
     lines += _cost_lines(report, label)
     if settings.get("config"):
         lines += [f"DocMemo overrides: `{json.dumps(settings['config'])}`", ""]

@@ -3,8 +3,10 @@
 Code, not the reader, decides whether a page says what the answer says: a figure or a name of the
 answer is *verified* when the text of a page read states it (:mod:`.figures`, :mod:`.quotes`),
 looked for in the evidence pages first, then in the other pages read, then in the text of their
-crops; a reader's quote is verified when the page's text holds it word for word. What no page read
-states stays in the list, ``verified: false``, and :func:`unverified_suffix` says so in the answer.
+crops; a reader's quote is verified when the page's text holds it word for word. A figure no page
+states but two verified figures of the answer give by a sum, difference, ratio or percent change
+(:mod:`.arithmetic`) is verified as ``computed``. What no page read states and no arithmetic gives
+stays in the list, ``verified: false``; :func:`answer_suffix` says either in the answer.
 Boxes are added later, from the page itself (:mod:`.boxes`); this module is pure.
 """
 
@@ -17,11 +19,12 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from llama_index_docmemo.evidence.arithmetic import derive, is_bare_year
 from llama_index_docmemo.evidence.figures import Figure, find_figures, locate_span
 from llama_index_docmemo.evidence.quotes import NormalText, find_names, normalise, quote_span
 from llama_index_docmemo.types import EvidenceNote, PageRef
 
-How = Literal["text_layer", "ocr_text", "crop_text", "not_found"]
+How = Literal["text_layer", "ocr_text", "crop_text", "computed", "not_found"]
 _LINE_CHARS = 240
 
 
@@ -56,7 +59,9 @@ class Citation(BaseModel):
     the page's own words around it, at ``start``:``end`` of the page's text; ``stated`` the page's
     own writing of the figure (what a box is searched for). ``bbox`` is in PDF points
     ([x0, y0, x1, y1], origin top left, PyMuPDF's), None when no box was found. ``how`` says where
-    the claim was found; ``box_from`` where the box came from.
+    the claim was found; ``box_from`` where the box came from. A ``computed`` figure has no page:
+    ``computed`` says how, from which figures of the answer
+    (``difference: 248.3 million − 212.5 million``).
     """
 
     text: str
@@ -72,6 +77,7 @@ class Citation(BaseModel):
     end: int | None = None
     stated: str = ""
     answer_span: tuple[int, int] | None = None
+    computed: str = ""
 
     @property
     def ref(self) -> PageRef | None:
@@ -190,6 +196,22 @@ def _cite_claim(
     )
 
 
+def _with_computed(found: Sequence[tuple[_Claim, Citation]]) -> list[Citation]:
+    """The claims' citations, each unverified figure that two verified figures of the answer
+    compute (:func:`~.arithmetic.derive`) verified as ``computed``."""
+    stated = [claim.figure for claim, c in found if c.verified and claim.figure is not None]
+    citations = []
+    for claim, citation in found:
+        derivation = None
+        if not citation.verified and claim.figure is not None:
+            derivation = derive(claim.figure, stated)
+        if derivation is not None:
+            update = {"verified": True, "how": "computed", "computed": derivation.formula}
+            citation = citation.model_copy(update=update)
+        citations.append(citation)
+    return citations
+
+
 def _cite_note(note: EvidenceNote, page: PageText) -> Citation:
     span = quote_span(note.quote, page.text, page.normal)
     return Citation(
@@ -219,7 +241,8 @@ def cite(
     cites. ``pages`` are every page read; the ``evidence`` pages are searched first."""
     rank = {ref: n for n, ref in enumerate(evidence)}
     ordered = sorted(pages, key=lambda p: rank.get(p.ref, len(rank)))
-    citations = [_cite_claim(c, ordered, notes) for c in _claims(answer)] if claims else []
+    found = [(c, _cite_claim(c, ordered, notes)) for c in _claims(answer)] if claims else []
+    citations = _with_computed(found)
     by_ref = {p.ref: p for p in pages}
     quoted = {(c.ref, c.quote) for c in citations}
     for note in notes:
@@ -233,32 +256,44 @@ def cite(
     return citations
 
 
-def unverified_suffix(citations: Sequence[Citation]) -> str:
-    """What the answer adds when some of its figures or names are on no page read ("" if none).
+def answer_suffix(citations: Sequence[Citation]) -> str:
+    """What the answer adds when some of its figures or names are on no page read, or computed
+    from its cited figures ("" if neither).
 
     Written without digits and without "not found": number extraction and the "not answerable"
     phrases of answer checks (``evaluation.metrics``) read the answer as before; the citations
     name the figures.
     """
     missing = [c for c in citations if c.kind != "fact" and not c.verified]
-    if not missing:
-        return ""
+    computed = [c for c in citations if c.how == "computed"]
+    notes = []
     if len(missing) > 1:
-        return " (Unverified: some figures or names of this answer are on no page read.)"
-    return f" (Unverified: a {missing[0].kind} of this answer is on no page read.)"
+        notes.append("Unverified: some figures or names of this answer are on no page read.")
+    elif missing:
+        notes.append(f"Unverified: a {missing[0].kind} of this answer is on no page read.")
+    if len(computed) > 1:
+        notes.append("Computed: some figures of this answer are computed from its cited figures.")
+    elif computed:
+        operation = computed[0].computed.split(":", 1)[0]
+        notes.append(f"Computed: a figure of this answer is the {operation} of two cited figures.")
+    return "".join(f" ({note})" for note in notes)
 
 
 def with_markers(answer: str, citations: Sequence[Citation], order: Sequence[PageRef]) -> str:
     """``answer`` with ``[n]`` after each verified claim and, at the end, for each cited fact: n is
     the 1-based position of the cited page in ``order`` (the response's ``source_nodes``), as
-    LlamaIndex's ``CitationQueryEngine`` numbers its sources."""
+    LlamaIndex's ``CitationQueryEngine`` numbers its sources. A bare year ("(2023)") labels the
+    figures beside it and gets no marker, unless it is the answer's only claim."""
     number: dict[PageRef, int] = {}
     for n, ref in enumerate(order, start=1):
         number.setdefault(ref, n)
+    claims = [c for c in citations if c.answer_span is not None]
+    labels = [c for c in claims if c.kind == "figure" and is_bare_year(c.text)]
+    skipped = {id(c) for c in labels} if len(labels) < len(claims) else set()
     inserts: dict[int, list[int]] = {}
     tail: list[int] = []
     for c in citations:
-        n = number.get(c.ref) if c.verified and c.ref else None
+        n = number.get(c.ref) if c.verified and c.ref and id(c) not in skipped else None
         if n is None:
             continue
         if c.answer_span is not None:

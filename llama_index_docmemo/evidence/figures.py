@@ -18,7 +18,7 @@ An answer's figure is *found* on a page when the page's text holds the same valu
 Years alone are numbers. A number joined to a word by a hyphen ("GPT-4", "COVID-19") is part of a
 name, not a figure. Page citations ("(p. 3)", "pp. 4-5", "page 12") are not figures: they
 say where, not what. The rules are deliberately literal: a figure the engine computed (a sum,
-a ratio) is usually not on any page, and is reported as not found.
+a ratio) is on no page; :mod:`.arithmetic` checks it against the answer's other figures.
 """
 
 from __future__ import annotations

@@ -15,12 +15,17 @@ import html
 import io
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PIL import Image
 
 from llama_index_docmemo.evidence.citations import Citation
 from llama_index_docmemo.evidence.pages import PAGE_ERRORS, render_page_boxed
 from llama_index_docmemo.types import PageRef
+
+if TYPE_CHECKING:
+    from llama_index_docmemo.loop import DocMemoResult
+    from llama_index_docmemo.trace import DocumentBelief
 
 CITATION_CSS = (
     "mark.verified{background:#c8f0c8;border-bottom:2px solid #2a8a2a}"
@@ -75,6 +80,11 @@ def marked_answer(answer: str, citations: Sequence[Citation]) -> str:
 
 
 def _citation_item(c: Citation, anchor: Anchor) -> str:
+    if c.how == "computed":
+        return (
+            f'<li class="verified"><b>{_e(c.text)}</b> ({c.kind}): computed from the cited '
+            f"figures, {_e(c.computed)}</li>"
+        )
     if not c.verified or c.ref is None:
         return (
             f'<li class="unverified"><b>{_e(c.text)}</b>: '
@@ -127,14 +137,40 @@ def data_uri(image: Image.Image) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _inline_thumbnail(ref: PageRef, source: str | Path, boxes: Sequence[Sequence[float]]) -> str:
+def _inline_thumbnail(
+    ref: PageRef, source: str | Path, boxes: Sequence[Sequence[float]] | None, caption: str
+) -> str:
     try:
-        image = render_page_boxed(source, ref.page, boxes)
+        image = render_page_boxed(source, ref.page, boxes or [])
     except PAGE_ERRORS:
         shown = None
     else:
         shown = (data_uri(image), image.width, image.height)
-    return page_figure(page_anchor(ref), f"{ref.doc_id} p. {ref.page}", shown, len(boxes))
+    count = None if boxes is None else len(boxes)
+    return page_figure(page_anchor(ref), caption, shown, count)
+
+
+def evidence_thumbnails(
+    citations: Sequence[Citation],
+    evidence: Sequence[tuple[PageRef, float]],
+    sources: Mapping[str, str | Path],
+) -> str:
+    """Every page a verified citation stands on (its boxes drawn), then every evidence page (the
+    reader judged it useful or quoted it; with its belief) not among them: the pages a reader of
+    the answer checks, shown even when no figure of the answer verifies."""
+    belief = dict(evidence)
+    pages: dict[PageRef, list[list[float]] | None] = dict(cited_boxes(citations))
+    for ref, _ in evidence:
+        pages.setdefault(ref, None)
+    figures = []
+    for ref, boxes in pages.items():
+        if ref.doc_id not in sources:
+            continue
+        caption = f"{ref.doc_id} p. {ref.page}"
+        if ref in belief:
+            caption += f", evidence (belief {belief[ref]:.2f})"
+        figures.append(_inline_thumbnail(ref, sources[ref.doc_id], boxes, caption))
+    return "".join(figures)
 
 
 def render_answer_html(
@@ -142,20 +178,56 @@ def render_answer_html(
     answer: str,
     citations: Sequence[Citation],
     sources: Mapping[str, str | Path],
+    evidence: Sequence[tuple[PageRef, float]] = (),
+    documents: Sequence[DocumentBelief] = (),
 ) -> str:
     """The page of one answer: the question, the answer with its claims marked, the citations
-    (each linked to its page), and a thumbnail of every cited page with its boxes drawn
-    (``sources``: each document's PDF)."""
-    thumbs = "".join(
-        _inline_thumbnail(ref, sources[ref.doc_id], boxes)
-        for ref, boxes in cited_boxes(citations).items()
-        if ref.doc_id in sources
-    )
+    (each linked to its page), a thumbnail of every cited page with its boxes drawn and of
+    every ``evidence`` page (with its belief; ``sources``: each document's PDF), and over
+    several documents their beliefs at the end (``documents``)."""
+    thumbs = evidence_thumbnails(citations, evidence, sources)
+    empty = "<p>none: no page read was judged useful and no figure of the answer is on one</p>"
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         f"<title>DocMemo: {_e(question)}</title><style>{CSS}</style></head><body>"
         f"<h1>{_e(question)}</h1>"
         f'<p class="answer">{marked_answer(answer, citations)}</p>'
         f"<h2>Citations</h2>{citation_list(citations)}"
-        f'<h2>Cited pages</h2><div class="pages">{thumbs}</div></body></html>'
+        "<h2>Evidence pages</h2><p>The pages the cited figures stand on (boxes drawn) and the "
+        "pages the reader judged useful, with their document.</p>"
+        f'<div class="pages">{thumbs}</div>{"" if thumbs else empty}'
+        f"{document_table(documents)}</body></html>"
     )
+
+
+def document_table(documents: Sequence[DocumentBelief]) -> str:
+    """The documents a whole-collection question weighed, best-believed first: the belief that
+    each holds the evidence (posterior mean, with its Beta) and the pages read in it."""
+    if not documents:
+        return ""
+    rows = "".join(
+        f"<tr><td>{_e(d.doc)}</td><td>{d.mean:.2f}</td>"
+        f"<td>Beta({d.alpha:.2f}, {d.beta:.2f})</td><td>{d.pages}</td></tr>"
+        for d in documents
+    )
+    return (
+        "<h2>Documents</h2><p>The question named no document: the documents it was weighed "
+        "against, by the belief that each holds the evidence, after the last round.</p>"
+        "<table><thead><tr><th>document</th><th>belief</th><th>Beta</th>"
+        f"<th>pages in the last round</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+
+
+def write_answer_html(path: Path, result: DocMemoResult) -> None:
+    """The answer page of ``result`` (``docmemo ask --html``, ``docmemo demo``) at ``path``: its
+    documents' PDFs are those of its source nodes."""
+    sources = {
+        str(n.node.metadata["doc_id"]): str(n.node.metadata["source"]) for n in result.source_nodes
+    }
+    trace = result.trace
+    evidence = [(PageRef(e.doc, e.page), e.score) for e in trace.evidence]
+    documents = trace.rounds[-1].documents if trace.rounds else []
+    page = render_answer_html(
+        trace.question, result.answer, trace.citations, sources, evidence, documents
+    )
+    path.write_text(page, encoding="utf-8")

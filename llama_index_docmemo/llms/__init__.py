@@ -1,19 +1,36 @@
-"""Chat LLMs behind OpenAI-compatible servers (vLLM, llama.cpp, Ollama, OpenAI)."""
+"""Chat LLMs behind OpenAI-compatible servers (vLLM, llama.cpp, Ollama, OpenAI).
 
-from llama_index_docmemo.llms.context import ContextBudget, ContextWindowError
-from llama_index_docmemo.llms.deadline import deadline_scope
-from llama_index_docmemo.llms.images import ImageSizing, encode_image
-from llama_index_docmemo.llms.openai_compatible import OpenAICompatible
-from llama_index_docmemo.llms.qwen_vl import QwenVL
-from llama_index_docmemo.llms.servers import ServerMemory
+Names are imported lazily, so reading :mod:`.environment` (``docmemo --help`` does) does not
+import ``openai`` or ``llama_index.core``.
+"""
 
-__all__ = [
-    "ContextBudget",
-    "ContextWindowError",
-    "ImageSizing",
-    "OpenAICompatible",
-    "QwenVL",
-    "ServerMemory",
-    "deadline_scope",
-    "encode_image",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, str] = {
+    "ContextBudget": "llama_index_docmemo.llms.context",
+    "ContextWindowError": "llama_index_docmemo.llms.context",
+    "ImageSizing": "llama_index_docmemo.llms.images",
+    "OpenAICompatible": "llama_index_docmemo.llms.openai_compatible",
+    "QwenVL": "llama_index_docmemo.llms.qwen_vl",
+    "ServerMemory": "llama_index_docmemo.llms.servers",
+    "deadline_scope": "llama_index_docmemo.llms.deadline",
+    "encode_image": "llama_index_docmemo.llms.images",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'llama_index_docmemo.llms' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

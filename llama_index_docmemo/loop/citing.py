@@ -22,8 +22,8 @@ from llama_index_docmemo.evidence.citations import (
     Citation,
     CropText,
     PageText,
+    answer_suffix,
     cite,
-    unverified_suffix,
     with_markers,
 )
 from llama_index_docmemo.nodes import is_page, node_ref
@@ -135,7 +135,7 @@ def cited_answer(
         settings.abstain, citations, evidence, beliefs, settings.abstain_min_belief
     )
     if reason is None:
-        suffix = unverified_suffix(citations) if status == "answered" else ""
+        suffix = answer_suffix(citations) if status == "answered" else ""
         return CitedAnswer(status, answer + suffix, citations)
     ranked = sorted(beliefs.items(), key=lambda item: -item[1])
     pool = [(r, b) for r, b in ranked if r in set(evidence)] or [

@@ -14,8 +14,8 @@ among the candidates, and records only for pages retrieved or selected.
 
 from __future__ import annotations
 
-import dataclasses
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import llama_index.core.instrumentation as instrument
@@ -32,6 +32,12 @@ from llama_index_docmemo.events import (
     counting_llm_calls,
 )
 from llama_index_docmemo.expansion import expansion_terms
+from llama_index_docmemo.levers.document_stage import (
+    DocumentCard,
+    card_scores,
+    document_scores,
+    page_scores,
+)
 from llama_index_docmemo.levers.rounds import QuerySearches
 from llama_index_docmemo.llms.failures import describe, is_llm_failure
 from llama_index_docmemo.llms.servers import endpoint
@@ -54,13 +60,15 @@ from llama_index_docmemo.loop.result import (
 from llama_index_docmemo.loop.snapshot import QuerySnapshot, RoundSelection
 from llama_index_docmemo.loop.trust import RoundOutcome, stop_reason
 from llama_index_docmemo.memory.belief import PageBeliefMemory, normalise_scores
+from llama_index_docmemo.memory.documents import DocumentBeliefMemory
 from llama_index_docmemo.memory.episodic import EpisodicMemory
 from llama_index_docmemo.memory.schema import DocumentSchema, SchemaMemory
 from llama_index_docmemo.reasoning.base import summarize_evidence
 from llama_index_docmemo.reasoning.replies import sanitize_feedback
-from llama_index_docmemo.selection import candidate_pool, select_pages
+from llama_index_docmemo.selection import Selection, candidate_pool, select_pages
 from llama_index_docmemo.step_runtime import Call, Steps, arun, either, offload, run
 from llama_index_docmemo.trace import (
+    DocumentBelief,
     PageScore,
     RoundTrace,
     StopReason,
@@ -108,6 +116,13 @@ class DocMemoLoop:
         self.last_scores: dict[PageRef, float] = {}
         self.round_cost = LLMCallTally()  # this round's LLM requests (reranking and reading)
         self.searches = QuerySearches()  # the depth and question-only searches of all rounds
+        self.documents: DocumentBeliefMemory | None = None  # set once candidates span documents
+        self.cards: dict[str, DocumentCard] = {}  # the cards of the documents seen
+        self.card_match: dict[str, float] = {}  # the question's match with each card
+        self.scope_hits: dict[str, list[PageHit]] = {}  # the whole scope's search, by query
+        self.doc_hits: dict[tuple[str, str, bool], list[PageHit]] = {}  # a document's search
+        self.doc_searches: dict[str, QuerySearches] = {}  # each document's depth and statements
+        self.allotted: dict[str, int] = {}  # this round's pages per document
         self.started = time.perf_counter()
         self.clock = QueryClock(parts.config.budget.max_seconds, parts.calls)
 
@@ -190,29 +205,36 @@ class DocMemoLoop:
         return f"{query} {' '.join(extra)}" if extra else query
 
     def select(self) -> Steps[RoundSelection]:
-        """Search this round's candidates and choose the pages to read."""
+        """Search this round's candidates and choose the pages to read (across documents by
+        their beliefs, once the candidates span more than one)."""
         started = time.perf_counter()
         query = self.round_query()
         self.round_cost = LLMCallTally()
         with retrieval_events(self.callbacks(), query, enabled=self.parts.round_events) as ended:
             embedding = yield offload(self.parts.encoder.encode_query, query)
-            hits = yield from self.parts.levers.candidates(
-                self.round + 1, self.question, embedding, self.scope, self.searches
-            )
-            if hits:
-                store = self.parts.store
-                new = self._new_documents(hits)
-                self._add_schemas((yield either(store.list_documents, store.alist_documents, new)))
-            hits = self._pinned(hits)
+            hits: list[PageHit] = []
+            if self.documents is not None or (self.round == 0 and self._documents_possible()):
+                hits = yield from self._document_stage(query, embedding)
+            if self.documents is None:
+                hits = yield from self.parts.levers.candidates(
+                    self.round + 1, self.question, embedding, self.scope, self.searches
+                )
+                if hits:
+                    yield from self._load_schemas(hits)
+                hits = self._pinned(hits)
             if self.round == 0 and self._beliefs_on():
+                docs = self._prior_documents(hits)
                 yield from self.parts.levers.question_prior(
                     self.beliefs,
                     self.question,
-                    {d: self.schema.n_pages(d) for d in sorted({h.ref.doc_id for h in hits})},
+                    {d: self.schema.n_pages(d) for d in docs},
                     self.versions,
                     self.scope,
                 )
-            scores, chosen, k, lam = self._choose(hits)
+            scores, k, lam = self._score(hits)
+            if self.documents is not None:
+                yield from self._document_candidates(query, embedding, k)
+            chosen = self._choose(k, lam)
             if self.parts.reranker is not None and self._may_rerank(chosen, k):
                 try:
                     stage = self._reranked(self.parts.reranker, query, chosen, k)
@@ -230,6 +252,104 @@ class DocMemoLoop:
         needed = 1 + (self.parts.reader is not None)
         left = self._calls_left()
         return rerank_can_change(chosen, k) and (left is None or left >= needed)
+
+    def _load_schemas(self, hits: list[PageHit]) -> Steps[list[DocumentSchema]]:
+        """Schemas of the hits' documents not seen before (their versions pinned); returns
+        those schemas."""
+        store = self.parts.store
+        new = self._new_documents(hits)
+        if not new.doc_ids:
+            return []
+        schemas = yield either(store.list_documents, store.alist_documents, new)
+        self._add_schemas(schemas)
+        return schemas
+
+    # -- documents ----------------------------------------------------------------------------
+    def _documents_possible(self) -> bool:
+        """Document beliefs may run: switched on, beliefs on, and the scope not one document."""
+        ids = self.scope.doc_ids
+        return (
+            self.config.documents.document_beliefs
+            and self._beliefs_on()
+            and (ids is None or len(ids) > 1)
+        )
+
+    def _document_stage(self, query: str, embedding: object) -> Steps[list[PageHit]]:
+        """The round's search over the whole scope (``document_search_pages`` deep, once a
+        query text), its new documents' schemas and cards, their priors; returns the page
+        candidates (``candidates`` best). On round 1 it decides whether the candidates span
+        documents: with one, the loop stays the per-document one and this returns nothing."""
+        wide = self.scope_hits.get(query)
+        if wide is None:
+            settings = self.config.documents
+            depth = self.searches.depth
+            if depth is None:
+                depth = self.searches.depth = yield from self.parts.levers.depth(self.scope)
+            limit = max(self.config.selection.candidates, settings.document_search_pages)
+            found = yield from self.parts.levers.search(embedding, self.scope, depth, limit)
+            new = (yield from self._load_schemas(found)) if found else []
+            wide = self.scope_hits[query] = self._pinned(found)
+            if self.documents is None:
+                if len({h.record.doc_id for h in wide}) < 2:
+                    return []
+                self.documents = DocumentBeliefMemory(
+                    settings.document_prior_strength, settings.document_irrelevant_weight
+                )
+            if new:
+                yield from self._add_cards(new, wide)
+            normalised = normalise_scores([h.score for h in wide])
+            pages = page_scores(
+                (h.record.doc_id, float(c)) for h, c in zip(wide, normalised, strict=True)
+            )
+            self.documents.add(document_scores(pages, self.card_match, settings.card_weight))
+        return wide[: self.config.selection.candidates]
+
+    def _add_cards(self, schemas: list[DocumentSchema], hits: list[PageHit]) -> Steps[None]:
+        """The question's card match of every document seen so far (a word's weight depends
+        on how many cards carry it, so all are scored again when documents are added)."""
+        self.cards.update((yield from self.parts.levers.cards(schemas, hits, self.scope)))
+        self.card_match = card_scores(self.question, self.cards.values())
+
+    def _document_candidates(self, query: str, embedding: object, k: int) -> Steps[None]:
+        """Allot the round's ``k`` pages across documents by their beliefs, then search each
+        allotted document for its own candidates (once a query text and document): the
+        levers' searches run inside it, never over the whole scope."""
+        assert self.documents is not None
+        open_pages = {
+            d: self.schema.n_pages(d) - sum(1 for r in self.read if r.doc_id == d)
+            for d in self.documents.documents
+        }
+        self.allotted = self.documents.allot(
+            k,
+            self.rng,
+            self.config.selection.sampling,
+            max_documents=self.config.documents.documents_per_round,
+            share=self.config.documents.document_share,
+            open_pages=open_pages,
+        )
+        levers = self.config.levers
+        fused = levers.searching and self.round >= levers.statement_first_round
+        for doc_id in self.allotted:
+            key = (query, doc_id, fused)  # the levers' searches join from a later round
+            if key in self.doc_hits:
+                continue
+            scope = replace(self.scope, doc_ids=(doc_id,))
+            searches = self.doc_searches.setdefault(doc_id, QuerySearches())
+            found = yield from self.parts.levers.candidates(
+                self.round, self.question, embedding, scope, searches
+            )
+            hits = self.doc_hits[key] = self._pinned(found)
+            for hit, score in zip(hits, normalise_scores([h.score for h in hits]), strict=True):
+                self.records.setdefault(hit.ref, hit.record)
+                self.retrieval[hit.ref] = max(self.retrieval.get(hit.ref, 0.0), float(score))
+
+    def _prior_documents(self, hits: list[PageHit]) -> list[str]:
+        """The documents the question's named pages are looked for in: the candidates', or
+        with document beliefs the best-believed ones."""
+        if self.documents is None:
+            return sorted({h.ref.doc_id for h in hits})
+        ranked = sorted(self.documents.documents, key=lambda d: -self.documents.mean(d))
+        return sorted(ranked[: self.config.documents.documents_per_round])
 
     def _reranked(
         self, reranker: BaseNodePostprocessor, query: str, chosen: list[PageRef], k: int
@@ -272,37 +392,54 @@ class DocMemoLoop:
             key=lambda h: (-h.score, h.record.doc_id, h.record.page),
         )
 
-    def _choose(self, hits: list[PageHit]) -> tuple[np.ndarray, list[PageRef], int, float]:
-        """The selection step (no I/O): score = (1 - lambda) c + lambda theta over the pool
-        (candidates of every round so far plus pages the beliefs know about, minus pages read).
-
-        Returns the hits' normalised scores, the pages chosen (wider than ``k`` when a reranker
-        will reorder them), ``k`` and lambda.
-        """
-        loop, selection = self.config.loop, self.config.selection
+    def _score(self, hits: list[PageHit]) -> tuple[np.ndarray, int, float]:
+        """A new round: the hits' normalised scores kept as retrieval scores; returns them,
+        the round's page budget ``k`` and lambda."""
         self.round += 1
         scores = normalise_scores([h.score for h in hits])
         for hit, score in zip(hits, scores, strict=True):
             self.records[hit.ref] = hit.record
             self.retrieval[hit.ref] = max(self.retrieval.get(hit.ref, 0.0), float(score))
-        use_beliefs = self._beliefs_on()
-        lam = selection.lambda_at(self.round) if use_beliefs else 0.0
+        lam = self.config.selection.lambda_at(self.round) if self._beliefs_on() else 0.0
+        return scores, self._round_budget(), lam
+
+    def _choose(self, k: int, lam: float) -> list[PageRef]:
+        """The selection step (no I/O): score = (1 - lambda) c + lambda theta over the pool
+        (candidates of every round so far plus pages the beliefs know about, minus pages read),
+        within each allotted document when documents have beliefs.
+
+        Returns the pages chosen (wider than ``k`` when a reranker will reorder them).
+        """
+        loop = self.config.loop
         reread = set(self.episodic.useful_pages) if loop.reread_useful else set()
-        beliefs = self.beliefs if use_beliefs else None
+        beliefs = self.beliefs if self._beliefs_on() else None
         pool = candidate_pool(self.retrieval, beliefs, self.read, reread)
-        k = self._round_budget()
+        if self.documents is None:
+            chosen = self._select(pool, k, lam)
+        else:
+            parts = [
+                self._select([r for r in pool if r.doc_id == doc_id], n, lam)
+                for doc_id, n in self.allotted.items()
+            ]
+            chosen = Selection(
+                [r for part in parts for r in part.pages],
+                [s for part in parts for s in part.scores],
+                len(pool),
+            )
+        self.last_scores = dict(zip(chosen.pages, chosen.scores, strict=True))
+        return chosen.pages
+
+    def _select(self, pool: list[PageRef], k: int, lam: float) -> Selection:
         width = k if self.parts.reranker is None else max(2 * k, k + 5)
-        chosen = select_pages(
+        return select_pages(
             pool,
             self.retrieval,
-            beliefs,
+            self.beliefs if self._beliefs_on() else None,
             k=width,
             lam=lam,
             rng=self.rng,
-            sampling=selection.sampling,
+            sampling=self.config.selection.sampling,
         )
-        self.last_scores = dict(zip(chosen.pages, chosen.scores, strict=True))
-        return scores, chosen.pages, k, lam
 
     def _round_budget(self) -> int:
         """Pages this round reads (``pages_schedule`` / ``pages_per_round``), within
@@ -358,7 +495,7 @@ class DocMemoLoop:
             return None
         self.crops.extend(crops)
         # this round's reranking is charged already, and a reading told it is the last one
-        state = dataclasses.replace(self.snapshot(), llm_calls=self._calls_made())
+        state = replace(self.snapshot(), llm_calls=self._calls_made())
         reading = reading_input(state, selection, crops)
         try:
             with counting_llm_calls(self.round_cost):
@@ -457,13 +594,21 @@ class DocMemoLoop:
                     same_section=self.schema.same_section if loop.use_schema else None,
                     cross_section=sel.cross_section_weight,
                 )
+                if self.documents is not None:
+                    self.documents.update(feedback.useful_pages, feedback.irrelevant_pages)
                 if sel.propagation:
                     yield from self.parts.levers.after_update(
                         self.beliefs, feedback.useful_pages, self.versions, self.scope
                     )
             self.feedback = feedback
         trace = round_trace(
-            selection, feedback, dropped, self.beliefs, len(self.crops), self.round_cost
+            selection,
+            feedback,
+            dropped,
+            self.beliefs,
+            len(self.crops),
+            self.round_cost,
+            self._document_trace(),
         )
         self.rounds.append(trace)
         dispatcher.event(
@@ -475,6 +620,19 @@ class DocMemoLoop:
             )
         )
         self.stop = stop_reason(self.outcome(selection, feedback), loop, self.config.budget)
+
+    def _document_trace(self) -> list[DocumentBelief]:
+        """The document beliefs after a round, best-believed first, with the round's pages."""
+        if self.documents is None:
+            return []
+        state = self.documents.as_dict()
+        ranked = sorted(state, key=lambda d: (-self.documents.mean(d), d))
+        return [
+            DocumentBelief(
+                doc=d, alpha=state[d][0], beta=state[d][1], pages=self.allotted.get(d, 0)
+            )
+            for d in ranked
+        ]
 
     def _explored(self, round_: int) -> bool:
         """Enough of the scope was read to believe a reader that says "not in the documents"."""

@@ -23,6 +23,7 @@ from llama_index_docmemo.reasoning.base import CropView
 from llama_index_docmemo.step_runtime import Steps
 from llama_index_docmemo.trace import (
     BeliefState,
+    DocumentBelief,
     FeedbackRecord,
     PageRead,
     PageScore,
@@ -178,9 +179,11 @@ def round_trace(
     beliefs: PageBeliefMemory,
     crops: int,
     cost: LLMCallTally,
+    documents: list[DocumentBelief] | None = None,
 ) -> RoundTrace:
-    """What a round retrieved, read, learned and cost (``cost``), and the ``beliefs`` it left;
-    ``crops``: the crops shown so far."""
+    """What a round retrieved, read, learned and cost (``cost``), and the ``beliefs`` it left
+    (``documents``: the document beliefs, over a scope of several); ``crops``: the crops shown
+    so far."""
     record = FeedbackRecord.of(feedback, dropped) if feedback is not None else None
     watched = dict.fromkeys(
         [r.ref for r in selection.pages]
@@ -199,6 +202,7 @@ def round_trace(
         crops=crops,
         feedback=record,
         beliefs=belief_states(beliefs, list(watched)),
+        documents=documents or [],
         llm_calls=cost.calls,
         images=cost.images,
         image_tokens=cost.image_tokens,

@@ -40,7 +40,13 @@ from llama_index_docmemo.evidence.html import (
 from llama_index_docmemo.evidence.pages import Box
 from llama_index_docmemo.trace import QueryTrace
 from llama_index_docmemo.types import PageRef
-from llama_index_docmemo.visualize import HEAT_MAP_CSS, HEAT_MAP_LEGEND, heat_map, heat_map_table
+from llama_index_docmemo.visualize import (
+    HEAT_MAP_CSS,
+    HEAT_MAP_LEGEND,
+    belief_scale,
+    heat_map,
+    heat_map_table,
+)
 
 MAX_THUMBNAILS = 6
 ThumbnailFor = Callable[[str, int, Sequence[Box]], "Thumbnail | None"]
@@ -140,7 +146,8 @@ def _answer_card(
     if trace is not None and trace.rounds:
         parts.append(
             "<details open><summary>Belief heat-map (DocMemo)</summary>"
-            f'<p class="meta">{_e(HEAT_MAP_LEGEND)}</p>{heat_map_table(heat_map(trace))}</details>'
+            f'<p class="meta">{_e(HEAT_MAP_LEGEND)}</p>{belief_scale()}'
+            f"{heat_map_table(heat_map(trace))}</details>"
         )
     parts.append("</article>")
     return "".join(parts)

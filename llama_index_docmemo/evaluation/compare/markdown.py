@@ -194,7 +194,10 @@ def _cell(text: str) -> str:
 
 
 def _figure_cell(figure: Citation) -> str:
-    """``41.5 million ✓ alpha.pdf p.4`` for a verified figure, ``9,731 ✗`` for one on no page read."""
+    """``41.5 million ✓ alpha.pdf p.4`` for a verified figure, ``35.8 million ✓ difference: 248.3
+    million − 212.5 million`` for one computed from them, ``9,731 ✗`` for one on no page read."""
+    if figure.how == "computed":
+        return f"{figure.text} ✓ {figure.computed}"
     if not figure.verified or figure.ref is None:
         return f"{figure.text} ✗"
     return f"{figure.text} ✓ {figure.ref.doc_id} p.{figure.ref.page}"

@@ -1,0 +1,223 @@
+"""What the document stage costs over a collection of 1,000 and 10,000 documents.
+
+A question asked of a whole collection makes the loop's round 1 do more than a page search
+(``loop/query.py``, ``_document_stage``): the question's search over the scope goes
+``document_search_pages`` deep instead of ``candidates`` (100 pages instead of 30), the schemas
+of the documents among those pages are read (one request), their first pages (one request),
+and their cards are matched to the question (``levers/document_stage.py``). This measures that
+against the plain round-1 search, through the package's own store and encoder (Qdrant Edge on
+disk, the default CPU encoder):
+
+- ``search``: p50 / p95 of the round-1 page search (``RoundLevers.search``, 30 pages);
+- ``stage``: p50 / p95 of the document stage (wide search, schemas, first pages, cards,
+  scores), ``cold`` (the candidate documents' cards built) and ``warm`` (kept from an earlier
+  question), and ``added``: the per-query difference to the search;
+- ``bytes``: the payload the stage reads per query (JSON of the hits, schemas and first pages);
+- ``top1``: how often the named document scores first (a synthetic check of the cards: every
+  question names its company and fiscal year, siblings of the same company share names).
+
+The collection is synthetic: companies with made-up names, 1-3 filings each (10-K, 10-Q, 8-K of
+different years), 2 pages a filing (a cover naming company, form and year; a page of figures).
+``--hash-names`` names the files by a hash, so only titles and covers name them.
+
+    python benchmarks/document_stage.py --documents 1000 10000 --queries 60
+    python benchmarks/document_stage.py --documents 1000 --hash-names
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from llama_index_docmemo.config import DocMemoConfig
+from llama_index_docmemo.encoders import default_encoder
+from llama_index_docmemo.levers.document_stage import card_scores, document_scores, page_scores
+from llama_index_docmemo.levers.rounds import RoundLevers
+from llama_index_docmemo.memory.belief import normalise_scores
+from llama_index_docmemo.memory.schema import DocumentSchema
+from llama_index_docmemo.step_runtime import run
+from llama_index_docmemo.store.factory import open_store
+from llama_index_docmemo.types import PageFilter, PageInput, PageRecord, PageRef
+
+SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "xe", "zu", "bra", "qui", "dor", "fen"]
+FORMS = [
+    ("10-K", "Annual report for the fiscal year ended December 31, {year}"),
+    ("10-Q", "Quarterly report for the quarterly period ended June 30, {year}"),
+    ("8-K", "Current report dated {year}"),
+]
+
+
+@dataclass(frozen=True)
+class Filing:
+    doc_id: str
+    company: str
+    year: int
+    form: str
+
+
+def filings(n_documents: int, hash_names: bool, seed: int = 0) -> list[Filing]:
+    """``n_documents`` filings of made-up companies, 1-3 each (siblings share the name)."""
+    rng = np.random.default_rng(seed)
+    out: list[Filing] = []
+    names: set[str] = set()
+    ids: set[str] = set()
+    while len(out) < n_documents:
+        name = "".join(rng.choice(SYLLABLES, size=4)).capitalize()
+        if name in names:
+            continue
+        names.add(name)
+        for _ in range(min(int(rng.integers(1, 4)), n_documents - len(out))):
+            year, form = int(rng.integers(2015, 2025)), FORMS[int(rng.integers(0, 3))][0]
+            stem = f"{name.upper()}_{year}_{form.replace('-', '')}"
+            doc_id = (hashlib.sha1(stem.encode()).hexdigest()[:16] if hash_names else stem) + ".pdf"
+            if doc_id not in ids:
+                ids.add(doc_id)
+                out.append(Filing(doc_id, name, year, form))
+    return out
+
+
+def pages_of(filing: Filing) -> list[str]:
+    period = dict(FORMS)[filing.form].format(year=filing.year)
+    cover = (
+        f"UNITED STATES SECURITIES AND EXCHANGE COMMISSION FORM {filing.form} {period} "
+        f"{filing.company} Inc. (Exact name of registrant as specified in its charter)"
+    )
+    figures = (
+        f"Consolidated statements of operations. Net sales {filing.year} and {filing.year - 1}. "
+        "Operating income, net income, capital expenditures, cash flows from operating activities."
+    )
+    return [cover, figures]
+
+
+def build(path: Path, corpus: list[Filing]) -> object:
+    encoder = default_encoder()
+    store = open_store(path=path, encoder=encoder)
+    with store.bulk_load():
+        for filing in corpus:
+            texts = pages_of(filing)
+            refs = [PageRef(filing.doc_id, p) for p in range(1, len(texts) + 1)]
+            embeddings = encoder.encode_pages(
+                [PageInput(r, t) for r, t in zip(refs, texts, strict=True)]
+            )
+            version = hashlib.sha256("".join(texts).encode()).hexdigest()
+            schema = DocumentSchema(
+                doc_id=filing.doc_id,
+                doc_version=version,
+                n_pages=len(texts),
+                title=f"{filing.form} {filing.year} {filing.company} Inc.",
+                page_summaries={p: t[:120] for p, t in enumerate(texts, start=1)},
+            )
+            records = [
+                PageRecord(filing.doc_id, version, p, len(texts), t, source=filing.doc_id)
+                for p, t in enumerate(texts, start=1)
+            ]
+            store.upsert_document(schema, records, embeddings)
+    return store, encoder
+
+
+def _json_bytes(values: list[object]) -> int:
+    return sum(len(json.dumps(v, default=str)) for v in values)
+
+
+def measure(store, encoder, corpus: list[Filing], n_queries: int, seed: int = 1) -> dict:  # noqa: ANN001
+    """Each question twice: ``cold`` (a new engine: every candidate document's card built) and
+    ``warm`` (an engine that answered the earlier questions: it keeps 4,096 cards)."""
+    config = DocMemoConfig()
+    levers = RoundLevers(store, encoder, config.levers, config.selection)
+    scope = PageFilter()
+    rng = np.random.default_rng(seed)
+    chosen = [corpus[int(i)] for i in rng.choice(len(corpus), size=n_queries, replace=False)]
+    depth = run(levers.depth(scope))
+    limit = max(config.selection.candidates, config.documents.document_search_pages)
+    times: dict[str, list[float]] = {"search": [], "cold": [], "warm": []}
+    read, top1 = [], 0
+    for filing in chosen:
+        question = f"What were {filing.company}'s capital expenditures in FY{filing.year}?"
+        embedding = encoder.encode_query(question)
+        started = time.perf_counter()
+        run(levers.search(embedding, scope, depth))
+        times["search"].append(time.perf_counter() - started)
+        fresh = RoundLevers(store, encoder, config.levers, config.selection)  # no card kept
+        for pass_, stage in (("cold", fresh), ("warm", levers)):
+            started = time.perf_counter()
+            hits = run(stage.search(embedding, scope, depth, limit))
+            docs = tuple(sorted({h.record.doc_id for h in hits}))
+            schemas = store.list_documents(PageFilter(doc_ids=docs))
+            cards = run(stage.cards(schemas, hits, scope))
+            normalised = normalise_scores([h.score for h in hits])
+            pages = page_scores(
+                (h.record.doc_id, float(c)) for h, c in zip(hits, normalised, strict=True)
+            )
+            scores = document_scores(
+                pages, card_scores(question, cards.values()), config.documents.card_weight
+            )
+            times[pass_].append(time.perf_counter() - started)
+        firsts = store.get_pages([PageRef(d, 1) for d in docs], scope)
+        payloads = [h.record.__dict__ for h in hits] + [s.model_dump() for s in schemas]
+        read.append(_json_bytes(payloads + [r.__dict__ for r in firsts]))
+        top1 += max(scores, key=lambda d: (scores[d], d)) == filing.doc_id
+
+    def ms(name: str, q: float) -> float:
+        return 1000 * float(np.quantile(times[name], q))
+
+    def added(name: str) -> float:
+        pairs = zip(times["search"], times[name], strict=True)
+        return 1000 * float(np.median([b - a for a, b in pairs]))
+
+    return {
+        "documents": len(corpus),
+        "pages": 2 * len(corpus),
+        "search_p50_ms": ms("search", 0.5),
+        "search_p95_ms": ms("search", 0.95),
+        "cold_p50_ms": ms("cold", 0.5),
+        "warm_p50_ms": ms("warm", 0.5),
+        "warm_p95_ms": ms("warm", 0.95),
+        "added_cold_p50_ms": added("cold"),
+        "added_warm_p50_ms": added("warm"),
+        "bytes_p50": int(statistics.median(read)),
+        "top1": top1 / len(chosen),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--documents", type=int, nargs="+", default=[1000, 10000])
+    parser.add_argument("--queries", type=int, default=60)
+    parser.add_argument("--hash-names", action="store_true", help="files named by a hash")
+    parser.add_argument("--json", type=Path, default=None, help="write the rows here")
+    args = parser.parse_args()
+    rows = []
+    for n in args.documents:
+        corpus = filings(n, args.hash_names)
+        with tempfile.TemporaryDirectory(prefix="docmemo-docstage-") as folder:
+            started = time.perf_counter()
+            store, encoder = build(Path(folder) / "store", corpus)
+            built = time.perf_counter() - started
+            try:
+                row = {**measure(store, encoder, corpus, args.queries), "build_s": built}
+            finally:
+                store.close()
+        rows.append(row)
+        print(
+            f"{row['documents']:>6} documents ({row['pages']} pages, built in {built:.0f} s): "
+            f"search p50 {row['search_p50_ms']:.1f} ms (p95 {row['search_p95_ms']:.1f}); "
+            f"document stage p50 cold {row['cold_p50_ms']:.1f} ms, warm {row['warm_p50_ms']:.1f} "
+            f"ms (p95 {row['warm_p95_ms']:.1f}); added p50 cold {row['added_cold_p50_ms']:.1f} ms, "
+            f"warm {row['added_warm_p50_ms']:.1f} ms; read {row['bytes_p50'] / 1024:.0f} KB; "
+            f"named document first {100 * row['top1']:.0f}%",
+            flush=True,
+        )
+    if args.json is not None:
+        args.json.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
