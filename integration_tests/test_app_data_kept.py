@@ -1,0 +1,191 @@
+"""Nothing the app gives is lost, merged or hidden (issue 42), through LlamaIndex's own classes
+(``SimpleDirectoryReader``, ``DocMemoIndex.from_documents``) and the ``docmemo`` command.
+
+A damaged PDF fails alone, named with its reason; files of one base name stay two documents
+(with their page images); an index answers from its own Documents; ``delete_ref_doc`` of a page
+Document's id means one thing; a query that ends at a deadline or an LLM failure says why and
+still returns round 1's best pages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import tempfile
+from pathlib import Path
+
+import pymupdf
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from llama_index.core import SimpleDirectoryReader
+from llama_index.core.schema import Document
+
+from llama_index_docmemo import DocMemoIndex, default_encoder, open_store
+from llama_index_docmemo.cli import main
+
+
+def write_pdf(path: Path, n_pages: int, word: str) -> Path:
+    """A PDF of ``n_pages`` full pages (about 6 KB each), each saying ``word`` and its number."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = pymupdf.open()
+    for number in range(1, n_pages + 1):
+        page = doc.new_page()
+        for line in range(30):
+            page.insert_text((72, 72 + 20 * line), f"{word} section, page {number}, line {line}.")
+    doc.save(path)
+    return path
+
+
+def load(folder: Path, **reader_options) -> list[Document]:
+    """``SimpleDirectoryReader`` Documents (its prints of skipped files kept off the output)."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return SimpleDirectoryReader(str(folder), recursive=True, **reader_options).load_data()
+
+
+# -- 1. a damaged PDF fails alone ----------------------------------------------------------------
+@pytest.mark.parametrize("keep", [1000, 3000, 20000])
+def test_a_truncated_pdf_fails_alone_in_from_documents(tmp_path: Path, keep: int) -> None:
+    folder = tmp_path / "docs"
+    write_pdf(folder / "good.pdf", 4, "alpha")
+    cut = write_pdf(folder / "cut.pdf", 40, "beta")
+    cut.write_bytes(cut.read_bytes()[:keep])
+    with open_store(path=tmp_path / "store", encoder=default_encoder()) as store:
+        index = DocMemoIndex.from_documents(load(folder), store=store)
+        report = index.report
+        stored = [s.doc_id for s in store.list_documents()]
+    assert "good.pdf" in stored
+    if report.failed:  # the reader gave nothing, or MuPDF and the reader both failed
+        ((source, reason),) = report.failed
+        assert Path(source).name == "cut.pdf" and reason and "\n" not in reason
+        assert [Path(s).name for s in report.indexed] == ["good.pdf"] and stored == ["good.pdf"]
+    else:  # the reader read the pages before the cut: kept, and the warning says what is missing
+        assert any("cut.pdf" in w and "without page images" in w for w in report.warnings)
+
+
+def test_docmemo_index_lists_the_bad_file_and_exits_by_what_worked(tmp_path: Path, capsys) -> None:
+    folder = tmp_path / "docs"
+    write_pdf(folder / "good.pdf", 3, "alpha")
+    cut = write_pdf(folder / "cut.pdf", 40, "beta")
+    cut.write_bytes(cut.read_bytes()[:3000])
+    store = ["--store", str(tmp_path / "store"), "--quiet", "--ocr", "off"]
+    assert main(["index", str(folder), *store]) == 1  # some failed, the rest indexed
+    out = capsys.readouterr().out
+    assert "indexed 1 documents" in out and f"FAILED {cut}: " in out
+    assert main(["list", "--store", str(tmp_path / "store")]) == 0
+    assert "1 documents" in capsys.readouterr().out
+    only_bad = tmp_path / "bad"
+    only_bad.mkdir()
+    (only_bad / "cut.pdf").write_bytes(cut.read_bytes())
+    assert main(["index", str(only_bad), *store]) == 3  # nothing worked
+    assert "indexed 0 documents" in capsys.readouterr().out
+
+
+GOOD_PDF = pymupdf.open()
+for _number in range(1, 7):
+    GOOD_PDF.new_page().insert_text((72, 72), f"gamma page {_number} " * 6)
+GOOD_PDF.set_toc([[1, "Start", 1], [1, "End", 5]])
+GOOD_BYTES = GOOD_PDF.tobytes()
+
+
+@st.composite
+def corrupted(draw: st.DrawFn) -> bytes:
+    """The good PDF cut at a random offset, or with random bytes changed."""
+    data = bytearray(GOOD_BYTES)
+    if draw(st.booleans()):
+        return bytes(data[: draw(st.integers(1, len(data) - 1))])
+    for offset in draw(st.lists(st.integers(0, len(data) - 1), min_size=1, max_size=24)):
+        data[offset] = draw(st.integers(0, 255))
+    return bytes(data)
+
+
+@pytest.fixture(scope="module")
+def fuzz_indexer(tmp_path_factory: pytest.TempPathFactory):
+    from llama_index_docmemo.indexing import DocumentIndexer
+
+    encoder = default_encoder()
+    with open_store(path=tmp_path_factory.mktemp("fuzz") / "store", encoder=encoder) as store:
+        yield DocumentIndexer(store, encoder, ocr="off")
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=corrupted())
+def test_no_corrupted_pdf_escapes_a_batch(fuzz_indexer, data: bytes) -> None:
+    """Whatever the damage, the batch returns: the good file is indexed, the damaged one is
+    indexed (MuPDF repaired it) or named as failed with a one-line reason."""
+    with tempfile.TemporaryDirectory() as name:
+        folder = Path(name)
+        (folder / "good.pdf").write_bytes(GOOD_BYTES)
+        (folder / "bad.pdf").write_bytes(data)
+        documents = load(folder)
+        read = {Path(d.metadata["file_path"]).name for d in documents}
+        reports = [
+            (fuzz_indexer.index_paths([folder]), {"good.pdf", "bad.pdf"}),
+            (
+                DocMemoIndex.from_documents(documents, store=fuzz_indexer.store, ocr="off").report,
+                read | {"good.pdf"},  # a reader that gives no Document and no error drops a file
+            ),
+        ]
+        for report, given in reports:
+            done = {Path(s).name for s in report.indexed + report.unchanged}
+            failed = {Path(s).name: reason for s, reason in report.failed}
+            assert "good.pdf" in done
+            if "bad.pdf" in given:
+                assert ("bad.pdf" in done) != ("bad.pdf" in failed)
+            assert all(reason and "\n" not in reason for reason in failed.values())
+
+
+
+# -- 2, 3. a document is its path, and its page images are found the same way -------------------
+def year_only(path: str) -> dict:
+    """The app's keys only: LlamaIndex then drops ``file_path`` (the PDF reader keeps the name)."""
+    return {"year": 2023 if "/x/" in path else 2024}
+
+
+@pytest.fixture
+def two_reports(tmp_path: Path) -> Path:
+    write_pdf(tmp_path / "docs" / "x" / "report.pdf", 5, "alpha")
+    write_pdf(tmp_path / "docs" / "y" / "report.pdf", 3, "beta")
+    return tmp_path / "docs"
+
+
+def test_two_files_of_one_name_stay_two_documents_with_their_images(
+    two_reports: Path, tmp_path: Path
+) -> None:
+    from llama_index_docmemo.ingest.pdf import render_page
+
+    documents = load(two_reports, file_metadata=year_only, filename_as_id=True)
+    assert not any("file_path" in d.metadata for d in documents)
+    with open_store(path=tmp_path / "store", encoder=default_encoder()) as store:
+        index = DocMemoIndex.from_documents(documents, store=store)
+        stored = {s.doc_id: s for s in store.list_documents()}
+        assert {k: s.n_pages for k, s in stored.items()} == {"x/report.pdf": 5, "y/report.pdf": 3}
+        for doc_id, schema in stored.items():
+            assert Path(schema.source) == two_reports / doc_id
+            assert render_page(schema.source, 1, 200).size[1] == 200  # the page image is there
+        assert not [w for w in index.report.warnings if "without page images" in w]
+        nodes = index.as_retriever(similarity_top_k=8).retrieve("beta section page 2")
+        pages = {(n.node.metadata["doc_id"], n.node.metadata["page"]) for n in nodes}
+        assert ("y/report.pdf", 2) in pages and len(pages) == len(nodes)
+        assert {n.node.metadata["year"] for n in nodes if n.node.ref_doc_id == "y/report.pdf"} == {
+            2024
+        }
+
+
+def test_documents_that_do_not_say_which_file_are_refused_naming_it(
+    two_reports: Path, tmp_path: Path
+) -> None:
+    from llama_index_docmemo.errors import DocumentIdentityError
+
+    documents = load(two_reports, file_metadata=year_only)  # ids: random uuids
+    with open_store(path=tmp_path / "store", encoder=default_encoder()) as store:
+        with pytest.raises(DocumentIdentityError, match="'report.pdf'.*filename_as_id=True"):
+            DocMemoIndex.from_documents(documents, store=store)
+        assert store.list_documents() == []
+        one = [d for d in documents if d.metadata["year"] == 2024]  # one file: no ambiguity
+        index = DocMemoIndex.from_documents(one, store=store)
+        assert [(s.doc_id, s.n_pages) for s in store.list_documents()] == [("report.pdf", 3)]
+        (warning,) = [w for w in index.report.warnings if "without page images" in w]
+        assert "report.pdf" in warning and "file_path" in warning
