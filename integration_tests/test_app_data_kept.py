@@ -189,3 +189,78 @@ def test_documents_that_do_not_say_which_file_are_refused_naming_it(
         assert [(s.doc_id, s.n_pages) for s in store.list_documents()] == [("report.pdf", 3)]
         (warning,) = [w for w in index.report.warnings if "without page images" in w]
         assert "report.pdf" in warning and "file_path" in warning
+
+
+# -- 4. an index is its documents ----------------------------------------------------------------
+def retrieved(index: DocMemoIndex, query: str, k: int = 20) -> list[tuple[str, int]]:
+    return [
+        (n.node.metadata["doc_id"], n.node.metadata["page"])
+        for n in index.as_retriever(similarity_top_k=k).retrieve(query)
+    ]
+
+
+def test_from_documents_answers_from_its_documents_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCMEMO_STORE_DIR", str(tmp_path / "default-store"))
+    write_pdf(tmp_path / "mgm" / "mgm.pdf", 6, "casino")
+    write_pdf(tmp_path / "pepsi" / "8k.pdf", 3, "beverage")
+    earlier = DocMemoIndex.from_documents(load(tmp_path / "mgm"))  # an earlier script
+    earlier.store.close()
+    index = DocMemoIndex.from_documents(load(tmp_path / "pepsi"))  # the same default store
+    assert {doc for doc, _ in retrieved(index, "casino section page 2")} == {"8k.pdf"}
+    index.insert(Document(text="Beverage volume grew 4 percent.", doc_id="note-1"))
+    assert {doc for doc, _ in retrieved(index, "beverage volume")} == {"8k.pdf", "note-1"}
+    index.delete_ref_doc("mgm.pdf")  # not this index's: nothing deleted
+    everything = DocMemoIndex.from_store(index.store)  # the whole store, as before
+    assert {doc for doc, _ in retrieved(everything, "casino section")} == {
+        "mgm.pdf",
+        "8k.pdf",
+        "note-1",
+    }
+    index.store.close()
+
+
+def test_a_subfolder_indexed_after_its_parent_keeps_its_ids(tmp_path: Path, capsys) -> None:
+    root = tmp_path / "root"
+    for name, pages in (("a/one.pdf", 2), ("b/two.pdf", 3), ("b/three.pdf", 2)):
+        write_pdf(root / name, pages, Path(name).stem)
+    store = tmp_path / "store"
+    assert main(["index", str(root), "--store", str(store), "--quiet", "--ocr", "off"]) == 0
+    capsys.readouterr()
+    assert main(["index", str(root / "b"), "--store", str(store), "--quiet", "--ocr", "off"]) == 0
+    assert "2 unchanged" in capsys.readouterr().out
+    with open_store(path=store) as opened:
+        index = DocMemoIndex.from_documents(load(root / "b"), store=opened)  # Python, after
+        assert sorted(index.report.doc_ids.values()) == ["b/three.pdf", "b/two.pdf"]
+        ids = sorted(s.doc_id for s in opened.list_documents())
+        assert ids == ["a/one.pdf", "b/three.pdf", "b/two.pdf"]  # no file stored twice
+        pages = retrieved(index, "two section page 1", k=10)
+        assert len(pages) == len(set(pages)) and {doc for doc, _ in pages} <= {
+            "b/two.pdf",
+            "b/three.pdf",
+        }
+
+
+# -- 5. delete_ref_doc means one thing -----------------------------------------------------------
+def test_delete_ref_doc_of_a_page_document_means_one_thing(tmp_path: Path, caplog) -> None:
+    import logging
+
+    write_pdf(tmp_path / "docs" / "long.pdf", 4, "delta")
+    write_pdf(tmp_path / "other" / "long.pdf", 4, "epsilon")
+    pages, others = load(tmp_path / "docs"), load(tmp_path / "other")
+    with open_store(path=tmp_path / "store", encoder=default_encoder()) as store:
+        built = DocMemoIndex.from_documents(pages, store=store)
+        inserted = DocMemoIndex.from_documents([], store=store, root=tmp_path)
+        inserted.insert(others[2])  # the whole file, from one of its page Documents
+        for index, doc_id, page_document in (
+            (built, "long.pdf", pages[2]),
+            (inserted, "other/long.pdf", others[2]),
+        ):
+            caplog.clear()
+            with caplog.at_level(logging.WARNING):
+                index.delete_ref_doc(page_document.doc_id)
+            assert f"delete_ref_doc({doc_id!r})" in caplog.text  # nothing deleted, said how
+            assert store.get_schema(doc_id) is not None
+            index.delete_ref_doc(doc_id)
+            assert store.get_schema(doc_id) is None

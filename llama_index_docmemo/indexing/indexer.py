@@ -38,6 +38,7 @@ from llama_index_docmemo.ingest.ocr import INSTALL_HINT, OcrEngine, OcrMode, res
 from llama_index_docmemo.store.access import check_name, check_utf8
 from llama_index_docmemo.store.base import PageStore
 from llama_index_docmemo.store.metadata import user_metadata
+from llama_index_docmemo.types import PageFilter
 
 if TYPE_CHECKING:
     from llama_index.core.schema import Document
@@ -90,6 +91,13 @@ def _unique_ids(files: Sequence[SourceFile], report: IndexReport) -> list[Source
             owners[source.doc_id] = source.path
             todo.append(source)
     return todo
+
+
+def _source_of(job: DocumentJob) -> str:
+    """The absolute path of the job's file ("" for a document that is not a file)."""
+    if job.path is not None:
+        return str(job.path.resolve())
+    return job.parsed.source if job.parsed is not None else ""
 
 
 class DocumentIndexer:
@@ -162,7 +170,7 @@ class DocumentIndexer:
             DocumentJob(str(s.path), s.doc_id, tenant, groups, path=s.path, metadata=keys)
             for s in _unique_ids(files, report)
         ]
-        self._run(jobs, report, progress, executor)
+        self._run(self._stored_ids(jobs), report, progress, executor)
         return self._finish(report, started)
 
     def index_file(
@@ -212,8 +220,34 @@ class DocumentIndexer:
         parsed_docs, failures = parse_documents(documents, ocr=self.ocr_engine, root=root)
         report.failed += [(exc.path, exc.reason) for exc in failures]
         jobs = [DocumentJob(p.source, p.doc_id, tenant, groups, parsed=p) for p in parsed_docs]
-        self._run(jobs, report, progress, executor)
+        self._run(self._stored_ids(jobs), report, progress, executor)
         return self._finish(report, started)
+
+    def _stored_ids(self, jobs: Sequence[DocumentJob]) -> list[DocumentJob]:
+        """The jobs, each file the store already holds (same tenant, same absolute path) under
+        the id it holds it by: indexing ``root/b/`` after ``root/`` (or from the CLI after
+        Python) replaces ``b/x.pdf``, never stores ``x.pdf`` a second time."""
+        files = [job for job in jobs if os.path.isabs(_source_of(job))]
+        if not files:
+            return list(jobs)
+        held: dict[str, str] = {}
+        for tenant, groups in {(job.tenant, job.acl) for job in files}:
+            scope = PageFilter(tenant=tenant, acl_groups=groups or None)
+            held.update(
+                {
+                    f"{tenant}\x00{os.path.realpath(s.source)}": s.doc_id
+                    for s in self.store.list_documents(scope)
+                    if s.source
+                }
+            )
+        out: list[DocumentJob] = []
+        for job in jobs:
+            stored = held.get(f"{job.tenant}\x00{os.path.realpath(_source_of(job))}")
+            if stored is not None and stored != job.doc_id and os.path.isabs(_source_of(job)):
+                parsed = job.parsed and replace(job.parsed, doc_id=stored)
+                job = replace(job, doc_id=stored, parsed=parsed)
+            out.append(job)
+        return out
 
     def _planned(self, jobs: Sequence[DocumentJob], report: IndexReport) -> list[DocumentJob]:
         """The jobs with the version the store holds of each; stops where the store fails."""

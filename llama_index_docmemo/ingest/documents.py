@@ -161,6 +161,11 @@ def _numbers_given(documents: Sequence[Document]) -> list[int]:
     return numbers
 
 
+def is_page_document(document: Document) -> bool:
+    """A Document of one page of a file (a PDF reader's: it states its page number)."""
+    return bool(_numbers_given([document]))
+
+
 def check_one_file(name: str, documents: Sequence[Document]) -> None:
     """Raise DocumentIdentityError when Documents that name the file ``name`` but not where it
     is hold one page twice or disagree on the page count: they come from several files of that
