@@ -264,3 +264,71 @@ def test_delete_ref_doc_of_a_page_document_means_one_thing(tmp_path: Path, caplo
             assert store.get_schema(doc_id) is not None
             index.delete_ref_doc(doc_id)
             assert store.get_schema(doc_id) is None
+
+
+# -- 6. a query cut short says why and still gives round 1's pages ------------------------------
+MODEL = "scripted-model"
+
+
+@pytest.fixture(scope="module")
+def filing(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("filing")
+    write_pdf(root / "docs" / "8k.pdf", 8, "revenue")
+    with open_store(path=root / "store", encoder=default_encoder()) as store:
+        yield DocMemoIndex.from_documents(load(root / "docs"), store=store, ocr="off")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cut_short(index: DocMemoIndex, url: str, max_seconds: float):
+    import time
+
+    from llama_index_docmemo import DocMemoConfig, OpenAICompatible
+
+    config = DocMemoConfig(
+        rounds=2,
+        pages_per_round=3,
+        candidates=8,
+        adaptive_granularity=False,
+        max_seconds=max_seconds,
+    )
+    reader = OpenAICompatible(model=MODEL, api_base=url, api_key="x", multimodal=False)
+    engine = index.as_query_engine(llm=reader, config=config)
+    started = time.perf_counter()
+    response = engine.query("What was the revenue in section 3?")
+    return response, time.perf_counter() - started
+
+
+def assert_said_why_and_kept_round_one(response, url: str) -> None:
+    trace = response.metadata["docmemo"]
+    assert trace["stop_reason"] == "llm_error"  # the LLM never answered
+    assert MODEL in trace["error"] and url.rstrip("/") in trace["error"]
+    assert "max_seconds" in trace["error"]
+    assert response.source_nodes, "round 1's best candidates come back"
+    assert all(n.node.metadata["unread"] is True for n in response.source_nodes)
+    assert {n.node.metadata["doc_id"] for n in response.source_nodes} == {"8k.pdf"}
+    scores = [n.score for n in response.source_nodes]
+    assert scores == sorted(scores, reverse=True)
+    assert trace["evidence"] == []  # nothing read is evidence
+
+
+def test_a_dead_server_at_the_deadline_says_why(filing) -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there; the client retries
+    response, took = cut_short(filing, url, max_seconds=3.0)
+    assert took < 3.0 + 3.0
+    assert_said_why_and_kept_round_one(response, url)
+
+
+def test_a_slow_server_at_the_deadline_returns_round_ones_candidates(filing) -> None:
+    from fake_vllm_server import FakeVLLM, Reply
+
+    with FakeVLLM([], default=Reply("{}", delay=20.0), model=MODEL) as server:
+        response, took = cut_short(filing, server.url, max_seconds=3.0)
+    assert took < 3.0 + 3.0
+    assert_said_why_and_kept_round_one(response, server.url)

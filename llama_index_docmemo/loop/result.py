@@ -137,6 +137,8 @@ def build_result(state: QuerySnapshot, status: str, answer: str) -> Steps[DocMem
     sources = evidence + [c for c in state.crops if node_ref(c) in useful]
     cited = mark_sources(cited, sources, state.config.answer.citation_markers)
     answer = cited.answer
+    if not sources and state.error is not None:  # cut short: what round 1 would have read
+        sources = unread_candidates(state)
     reader = state.reader
     decide = getattr(reader, "images_now", None)  # after a refusal a server gets text
     choice = decide() if callable(decide) else None
@@ -158,7 +160,7 @@ def build_result(state: QuerySnapshot, status: str, answer: str) -> Steps[DocMem
                 score=n.score or 0.0,
             )
             for n in sources
-            if is_page(n)
+            if is_page(n) and not n.node.metadata.get("unread")
         ],
         citations=cited.citations,
         abstained=cited.abstained,
@@ -169,6 +171,21 @@ def build_result(state: QuerySnapshot, status: str, answer: str) -> Steps[DocMem
         images_reason=choice.reason if choice is not None else "",
     )
     return DocMemoResult(answer=answer, status=status, source_nodes=sources, trace=trace)
+
+
+def unread_candidates(state: QuerySnapshot) -> list[NodeWithScore]:
+    """Round 1's chosen pages, best first, marked ``unread`` in their metadata: what a query
+    cut by its deadline or its LLM's failure before any evidence still gives an app to show."""
+    if not state.rounds:
+        return []
+    nodes = []
+    for chosen in sorted(state.rounds[0].selected, key=lambda s: -s.score):
+        record = state.records.get(PageRef(chosen.doc, chosen.page))
+        if record is not None:
+            node = page_node(record)
+            node.metadata["unread"] = True
+            nodes.append(PageWithScore(node=node, score=chosen.score))
+    return nodes
 
 
 def round_trace(
