@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pymupdf
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from llama_index.core import SimpleDirectoryReader
 from llama_index.core.schema import Document
@@ -112,6 +112,7 @@ def fuzz_indexer(tmp_path_factory: pytest.TempPathFactory):
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(data=corrupted())
+@example(data=GOOD_BYTES[:450])  # MuPDF opens it, then raises on its page count
 def test_no_corrupted_pdf_escapes_a_batch(fuzz_indexer, data: bytes) -> None:
     """Whatever the damage, the batch returns: the good file is indexed, the damaged one is
     indexed (MuPDF repaired it) or named as failed with a one-line reason."""
