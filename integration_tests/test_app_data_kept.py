@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import tempfile
 from pathlib import Path
 
@@ -333,3 +334,37 @@ def test_a_slow_server_at_the_deadline_returns_round_ones_candidates(filing) -> 
         response, took = cut_short(filing, server.url, max_seconds=3.0)
     assert took < 3.0 + 3.0
     assert_said_why_and_kept_round_one(response, server.url)
+
+
+def test_pages_without_their_file_are_read_as_text_and_the_trace_says_why(
+    two_reports: Path, tmp_path: Path, caplog
+) -> None:
+    import logging
+
+    from fake_vllm_server import FakeVLLM, Reply
+
+    from llama_index_docmemo import DocMemoConfig, OpenAICompatible
+
+    reading = {
+        "notes": [],
+        "useful_pages": [],
+        "irrelevant_pages": [],
+        "missing": [],
+        "status": "need_more",
+        "answer": None,
+        "refined_query": None,
+    }
+    one = [d for d in load(two_reports, file_metadata=year_only) if d.metadata["year"] == 2024]
+    config = DocMemoConfig(rounds=1, pages_per_round=2, candidates=4)
+    with (
+        open_store(path=tmp_path / "store", encoder=default_encoder()) as store,
+        FakeVLLM([], default=Reply(json.dumps(reading)), model="qwen2.5-vl") as server,
+    ):
+        index = DocMemoIndex.from_documents(one, store=store)
+        reader = OpenAICompatible(model="qwen2.5-vl", api_base=server.url, multimodal=True)
+        with caplog.at_level(logging.WARNING):
+            response = index.as_query_engine(llm=reader, config=config).query("beta section?")
+    trace = response.metadata["docmemo"]
+    assert trace["images"] is False and "report.pdf" in trace["images_reason"]
+    assert "file_path" in trace["images_reason"]
+    assert not [r for r in caplog.records if "no crops" in r.getMessage()]

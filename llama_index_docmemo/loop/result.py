@@ -167,10 +167,34 @@ def build_result(state: QuerySnapshot, status: str, answer: str) -> Steps[DocMem
         llm_calls=state.llm_calls,
         seconds=state.seconds,
         reader=reader.name if reader is not None else "",
-        images=bool(choice.send) if choice is not None else False,
-        images_reason=choice.reason if choice is not None else "",
+        images=images_shown(state, bool(choice.send) if choice is not None else False),
+        images_reason=images_reason(state, choice.reason if choice is not None else ""),
     )
     return DocMemoResult(answer=answer, status=status, source_nodes=sources, trace=trace)
+
+
+def _fileless(state: QuerySnapshot) -> list[str]:
+    """The documents of the pages read that have no file to render (indexed from text alone)."""
+    records = [state.records[r] for r in state.read if r in state.records]
+    if not records or any(Path(r.source).is_file() for r in records):
+        return []
+    return sorted({r.doc_id for r in records})
+
+
+def images_shown(state: QuerySnapshot, chosen: bool) -> bool:
+    """Whether the reader was shown page images: chosen, and a page read had a file."""
+    return chosen and not _fileless(state)
+
+
+def images_reason(state: QuerySnapshot, chosen: str) -> str:
+    """Why (not) images: the reader's choice, or the pages read having no file."""
+    fileless = _fileless(state)
+    if not fileless:
+        return chosen
+    return (
+        f"no page images: {', '.join(fileless)} were indexed without their PDF file (their "
+        "Documents carried no file_path), so their pages were read as text"
+    )
 
 
 def unread_candidates(state: QuerySnapshot) -> list[NodeWithScore]:
