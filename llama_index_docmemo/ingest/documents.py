@@ -168,15 +168,17 @@ def is_page_document(document: Document) -> bool:
 
 def check_one_file(name: str, documents: Sequence[Document]) -> None:
     """Raise DocumentIdentityError when Documents that name the file ``name`` but not where it
-    is hold one page twice or disagree on the page count: they come from several files of that
-    name, which one document would merge."""
+    is come back to a page after others (1, 2, 3, 1, 2) or disagree on the page count: they come
+    from several files of that name, which one document would merge. A page repeated in a row is
+    one page a reader split."""
     numbers = _numbers_given(documents)
     totals = {d.metadata["total_pages"] for d in documents if "total_pages" in d.metadata}
-    repeated = sorted({n for n in numbers if numbers.count(n) > 1})
+    runs = [n for i, n in enumerate(numbers) if i == 0 or n != numbers[i - 1]]
+    repeated = sorted({n for n in runs if runs.count(n) > 1})
     if not repeated and len(totals) <= 1:
         return
     why = (
-        f"page {repeated[0]} comes {numbers.count(repeated[0])} times"
+        f"page {repeated[0]} comes {runs.count(repeated[0])} times"
         if repeated
         else f"they count {sorted(totals)} pages"
     )
