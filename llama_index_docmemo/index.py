@@ -55,8 +55,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 NO_DOCUMENTS = (
-    "DocMemoIndex.from_documents got no Documents: the index holds only what its store already "
-    "held (did the reader match no files?)"
+    "DocMemoIndex.from_documents got no Documents: the index answers from nothing until "
+    "documents are inserted (did the reader match no files? DocMemoIndex.from_store(store) "
+    "answers from everything a store holds)"
 )
 _BASE_INDEX_ATTRIBUTES = frozenset(
     {"storage_context", "docstore", "index_struct", "index_id", "vector_store"}
@@ -147,8 +148,11 @@ class DocMemoIndex:
         ``file_path`` / ``file_name``, or text Documents, stored under their ``doc_id``) with
         their metadata, and return the index.
 
-        With ``store=None`` the pages go to an embedded store in :func:`default_store_dir`
-        (``$DOCMEMO_STORE_DIR`` overrides; one process at a time may open it). A file that
+        The index answers from these documents and those :meth:`insert` adds later, whatever
+        else the store holds (:meth:`from_store` answers from the whole store). With
+        ``store=None`` the pages go to an embedded store in :func:`default_store_dir`
+        (``$DOCMEMO_STORE_DIR`` overrides; one process at a time may open it), shared with the
+        ``docmemo`` command; a file the store holds keeps its id there. A file that
         cannot be read, one outside ``root`` and a PDF beside them that the reader skipped are
         named in a warning and in :attr:`report`; every other one is indexed. No Documents at
         all is a warning. ``indexer_options`` go to ``DocumentIndexer`` (``ocr=``,

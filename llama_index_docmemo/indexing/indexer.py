@@ -93,11 +93,12 @@ def _unique_ids(files: Sequence[SourceFile], report: IndexReport) -> list[Source
     return todo
 
 
-def _source_of(job: DocumentJob) -> str:
-    """The absolute path of the job's file ("" for a document that is not a file)."""
+def _file_key(job: DocumentJob) -> str:
+    """The real path of the job's file ("" for a document that is not a file on disk)."""
     if job.path is not None:
-        return str(job.path.resolve())
-    return job.parsed.source if job.parsed is not None else ""
+        return os.path.realpath(job.path)
+    source = job.parsed.source if job.parsed is not None else ""
+    return os.path.realpath(source) if os.path.isabs(source) else ""
 
 
 class DocumentIndexer:
@@ -227,23 +228,17 @@ class DocumentIndexer:
         """The jobs, each file the store already holds (same tenant, same absolute path) under
         the id it holds it by: indexing ``root/b/`` after ``root/`` (or from the CLI after
         Python) replaces ``b/x.pdf``, never stores ``x.pdf`` a second time."""
-        files = [job for job in jobs if os.path.isabs(_source_of(job))]
-        if not files:
-            return list(jobs)
-        held: dict[str, str] = {}
-        for tenant, groups in {(job.tenant, job.acl) for job in files}:
+        keys = {job.label: _file_key(job) for job in jobs}
+        held: dict[tuple[str | None, str], str] = {}
+        for tenant, groups in {(job.tenant, job.acl) for job in jobs if keys[job.label]}:
             scope = PageFilter(tenant=tenant, acl_groups=groups or None)
-            held.update(
-                {
-                    f"{tenant}\x00{os.path.realpath(s.source)}": s.doc_id
-                    for s in self.store.list_documents(scope)
-                    if s.source
-                }
-            )
+            for schema in self.store.list_documents(scope):
+                if schema.source:
+                    held[(tenant, os.path.realpath(schema.source))] = schema.doc_id
         out: list[DocumentJob] = []
         for job in jobs:
-            stored = held.get(f"{job.tenant}\x00{os.path.realpath(_source_of(job))}")
-            if stored is not None and stored != job.doc_id and os.path.isabs(_source_of(job)):
+            stored = held.get((job.tenant, keys[job.label] or ""))
+            if stored is not None and stored != job.doc_id:
                 parsed = job.parsed and replace(job.parsed, doc_id=stored)
                 job = replace(job, doc_id=stored, parsed=parsed)
             out.append(job)
