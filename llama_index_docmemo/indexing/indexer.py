@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
@@ -91,6 +91,12 @@ def _unique_ids(files: Sequence[SourceFile], report: IndexReport) -> list[Source
             owners[source.doc_id] = source.path
             todo.append(source)
     return todo
+
+
+def _relative_below(path: str, doc_id: str) -> bool:
+    """Whether ``doc_id`` is ``path`` relative to one of the folders above it."""
+    parts = PurePosixPath(doc_id).parts
+    return Path(path).parts[-len(parts) :] == parts
 
 
 def _file_key(job: DocumentJob) -> str:
@@ -226,15 +232,18 @@ class DocumentIndexer:
 
     def _stored_ids(self, jobs: Sequence[DocumentJob]) -> list[DocumentJob]:
         """The jobs, each file the store already holds (same tenant, same absolute path) under
-        the id it holds it by: indexing ``root/b/`` after ``root/`` (or from the CLI after
-        Python) replaces ``b/x.pdf``, never stores ``x.pdf`` a second time."""
+        the id it holds it by, when that id is the file's path relative to a folder above it:
+        indexing ``root/b/`` after ``root/`` (or from the CLI after Python) replaces
+        ``b/x.pdf``, never stores ``x.pdf`` a second time. An id the app chose (``--id``) is
+        not a path and is not taken over."""
         keys = {job.label: _file_key(job) for job in jobs}
         held: dict[tuple[str | None, str], str] = {}
         for tenant, groups in {(job.tenant, job.acl) for job in jobs if keys[job.label]}:
             scope = PageFilter(tenant=tenant, acl_groups=groups or None)
             for schema in self.store.list_documents(scope):
-                if schema.source:
-                    held[(tenant, os.path.realpath(schema.source))] = schema.doc_id
+                real = os.path.realpath(schema.source) if schema.source else ""
+                if real and _relative_below(real, schema.doc_id):
+                    held[(tenant, real)] = schema.doc_id
         out: list[DocumentJob] = []
         for job in jobs:
             stored = held.get((job.tenant, keys[job.label] or ""))
