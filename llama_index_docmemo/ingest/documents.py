@@ -9,6 +9,9 @@ for pages the reader left empty (and the pages themselves when the reader gave t
 otherwise the version is a hash of the page texts, and one long text without pages (a Markdown or
 Word file from ``SimpleDirectoryReader``) is cut into pages of about 3,000 characters. A Document
 that names no file (``Document(text=...)``) is a document of its own, under its ``doc_id``.
+Without ``file_path`` (a ``file_metadata=`` that returns only the app's keys) the file is found from
+the ids the Documents carry (``SimpleDirectoryReader(filename_as_id=True)``); failing that, pages
+that show several files of one name are refused (:class:`DocumentIdentityError`), never merged.
 The Documents' metadata goes with their pages (:func:`~llama_index_docmemo.store.metadata.user_metadata`).
 """
 
@@ -166,7 +169,7 @@ def is_page_document(document: Document) -> bool:
     return bool(_numbers_given([document]))
 
 
-def check_one_file(name: str, documents: Sequence[Document]) -> None:
+def _check_one_file(name: str, documents: Sequence[Document]) -> None:
     """Raise DocumentIdentityError when Documents that name the file ``name`` but not where it
     is come back to a page after others (1, 2, 3, 1, 2) or disagree on the page count: they come
     from several files of that name, which one document would merge. A page repeated in a row is
@@ -300,7 +303,7 @@ def parse_documents(
     # a Document that names no file, or only a file's name: not a path to look for on disk
     own_ids = {source for source, document in named if not located(document)}
     for name in {source for source, document in named if names_file(document)} & own_ids:
-        check_one_file(name, [d for source, d in named if source == name])
+        _check_one_file(name, [d for source, d in named if source == name])
     ids = _doc_ids(list(dict.fromkeys(source for source, _ in named)), root, own_ids)
     groups: dict[str, tuple[str, list[Document]]] = {}
     failures: list[IngestError] = []
