@@ -179,7 +179,7 @@ def test_two_files_of_one_name_stay_two_documents_with_their_images(
 def test_documents_that_do_not_say_which_file_are_refused_naming_it(
     two_reports: Path, tmp_path: Path
 ) -> None:
-    from llama_index_docmemo.errors import DocumentIdentityError
+    from llama_index_docmemo import DocumentIdentityError
 
     documents = load(two_reports, file_metadata=year_only)  # ids: random uuids
     with open_store(path=tmp_path / "store", encoder=default_encoder()) as store:
