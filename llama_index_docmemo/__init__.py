@@ -62,6 +62,7 @@ _EXPORTS: dict[str, str] = {
     "DocMemoRoundStartEvent": "llama_index_docmemo.events",
     "DocMemoRoundEndEvent": "llama_index_docmemo.events",
     "DocMemoError": "llama_index_docmemo.errors",
+    "DocumentIdentityError": "llama_index_docmemo.errors",
     "DocumentRejectedError": "llama_index_docmemo.errors",
     "IngestError": "llama_index_docmemo.errors",
     "LLMError": "llama_index_docmemo.errors",

@@ -21,6 +21,11 @@ class IngestError(DocMemoError):
         super().__init__(f"{where}: {reason}")
 
 
+class DocumentIdentityError(DocMemoError, ValueError):
+    """Documents that do not say which file they come from, where their pages show that they
+    come from several (two ``report.pdf`` of different folders without ``file_path``)."""
+
+
 class MissingExtraError(DocMemoError, ImportError):
     """An optional backend was used without its extra installed."""
 

@@ -72,18 +72,30 @@ def open_pdf(path: str | os.PathLike[str]) -> pymupdf.Document:
     except Exception as exc:  # MuPDF raises several types for unparsable files
         raise IngestError(str(path), f"corrupt PDF: MuPDF cannot parse it ({exc})") from exc
     try:
-        if doc.needs_pass:
-            raise IngestError(str(path), "encrypted: the file is password-protected")
-        if doc.page_count == 0:
-            raise IngestError(str(path), "no pages")
-        if doc.is_repaired and not _ends_with_eof(path):
-            raise IngestError(
-                str(path), "truncated: the file ends before its %%EOF marker (incomplete copy?)"
-            )
+        _check_document(doc, path)
     except BaseException:
         doc.close()
         raise
     return doc
+
+
+def _check_document(doc: pymupdf.Document, path: Path) -> None:
+    """Raise IngestError unless the opened file has pages MuPDF can count (a truncated file
+    may open and then fail on its page tree: ``code=7: Invalid number of pages``)."""
+    try:
+        if doc.needs_pass:
+            raise IngestError(str(path), "encrypted: the file is password-protected")
+        pages = doc.page_count
+    except RENDER_ERRORS as exc:
+        raise IngestError(
+            str(path), f"corrupt PDF: MuPDF cannot read its pages ({exc}); truncated copy?"
+        ) from exc
+    if pages == 0:
+        raise IngestError(str(path), "no pages")
+    if doc.is_repaired and not _ends_with_eof(path):
+        raise IngestError(
+            str(path), "truncated: the file ends before its %%EOF marker (incomplete copy?)"
+        )
 
 
 def _image_cover(page: pymupdf.Page) -> float:
@@ -146,12 +158,15 @@ def read_pdf(
     path = Path(path)
     with open_pdf(path) as doc:
         version = file_sha256(path)
-        toc = [
-            TocEntry(level=level, title=" ".join(title.split()), page=target)
-            for level, title, target, *_ in doc.get_toc(simple=True)
-            if title.strip() and 1 <= target <= doc.page_count
-        ]
-        title = " ".join((doc.metadata or {}).get("title", "").split())
+        try:
+            toc = [
+                TocEntry(level=level, title=" ".join(title.split()), page=target)
+                for level, title, target, *_ in doc.get_toc(simple=True)
+                if title.strip() and 1 <= target <= doc.page_count
+            ]
+            title = " ".join((doc.metadata or {}).get("title", "").split())
+        except RENDER_ERRORS as exc:
+            raise IngestError(str(path), f"corrupt PDF: cannot read its outline ({exc})") from exc
         pages: list[ParsedPage] = []
         lines: list[TextLine] = []
         for index in range(doc.page_count):
@@ -197,11 +212,11 @@ def render_page(path: str | os.PathLike[str], page: int, long_side: int = 1500) 
     with open_pdf(path) as doc:
         if not 1 <= page <= doc.page_count:
             raise IngestError(str(path), f"no such page (the file has {doc.page_count})", page=page)
-        pdf_page = doc[page - 1]
-        scale = long_side / max(pdf_page.rect.width, pdf_page.rect.height)
         try:
+            pdf_page = doc[page - 1]
+            scale = long_side / max(pdf_page.rect.width, pdf_page.rect.height)
             pix = pdf_page.get_pixmap(matrix=pymupdf.Matrix(scale, scale), alpha=False)
-        except RENDER_ERRORS as exc:
+        except (*RENDER_ERRORS, ZeroDivisionError) as exc:
             raise IngestError(str(path), f"cannot render the page: {exc}", page=page) from exc
         return Image.frombytes("RGB", (pix.width, pix.height), pix.samples)
 

@@ -145,6 +145,10 @@ class DocMemoLoop:
             while self.stop is None:
                 if self.clock.passed():
                     self.stop = "deadline"
+                    self.error = self.error or (
+                        f"the query's deadline of {self.config.budget.max_seconds:g} s "
+                        f"(max_seconds) passed after {self.round} rounds"
+                    )
                     break
                 selection = yield from self.select()
                 dispatcher.event(
@@ -500,14 +504,14 @@ class DocMemoLoop:
         try:
             with counting_llm_calls(self.round_cost):
                 feedback = yield from self.clock.bound(reader.read(reading))
-        except DeadlineExceeded:
-            self.clock.cut = True
+        except DeadlineExceeded as error:
+            self._out_of_time(error)
             return None
         except Exception as error:  # noqa: BLE001 - an LLM class's own errors, sorted below
             if not is_llm_failure(error):
                 raise  # a fault of the code, never taken for the LLM's
             if self.clock.passed():
-                self.clock.cut = True  # the request's own deadline, set to the query's
+                self._out_of_time(error)  # the request's own deadline, set to the query's
             else:
                 self._llm_failed(error)
             return None
@@ -542,12 +546,23 @@ class DocMemoLoop:
         elif final and not self.valid_replies:
             self._llm_failed(LLMError(f"no reply of this query was usable: {feedback.problem}"))
 
+    def _where(self) -> str:
+        """The reader's LLM as an error names it (model and URL)."""
+        llm = getattr(self.parts.reader, "llm", None)
+        return endpoint(llm) if llm is not None else type(self.parts.reader).__name__
+
+    def _out_of_time(self, error: Exception) -> None:
+        """The query's deadline cut the reader's request: the error says so, naming the LLM
+        (stop "llm_error" when it never answered this query, else "deadline")."""
+        self.clock.cut = True
+        limit = self.config.budget.max_seconds
+        within = "its deadline" if limit is None else f"the query's deadline of {limit:g} s"
+        self.error = f"{self._where()}: no answer within {within} (max_seconds): {describe(error)}"
+
     def _llm_failed(self, error: Exception) -> None:
         """The reader's LLM failed: with pages read, the query ends keeping what was found
         (stop "llm_error", the error in the trace); with none, there is nothing to keep."""
-        llm = getattr(self.parts.reader, "llm", None)
-        where = endpoint(llm) if llm is not None else type(self.parts.reader).__name__
-        message = f"{where}: {error if isinstance(error, LLMError) else describe(error)}"
+        message = f"{self._where()}: {error if isinstance(error, LLMError) else describe(error)}"
         if not self.read:
             raise LLMError(
                 f"the reader's LLM failed before any page was read: {message}; check that the "
@@ -667,7 +682,8 @@ class DocMemoLoop:
             explored=self._explored(selection.round),
             out_of_time=self.clock.passed(),
             calls_left=self._budget_left(),
-            llm_failed=self.error is not None,
+            # a deadline after the LLM answered ends as "deadline" (the error still says why)
+            llm_failed=self.error is not None and not (self.clock.cut and self.read),
             has_reader=self.parts.reader is not None,
         )
 
