@@ -40,7 +40,7 @@ from llama_index.core.base.llms.types import (
     ImageBlock,
 )
 from llama_index.core.bridge.pydantic import Field, PrivateAttr, field_validator
-from llama_index.llms.openai.utils import from_openai_message, to_openai_message_dicts
+from llama_index.llms.openai.utils import to_openai_message_dicts
 from llama_index.llms.openai_like import OpenAILike
 
 from llama_index_docmemo.blocking import to_thread
@@ -66,6 +66,7 @@ from llama_index_docmemo.llms.images import (
     image_header,
     sizing_for,
 )
+from llama_index_docmemo.llms.reply_shape import READ_ERRORS, chat_response, malformed, unreadable
 from llama_index_docmemo.llms.servers import ServerMemory
 from llama_index_docmemo.llms.structured import StructuredMode, normalise_mode
 from llama_index_docmemo.llms.structured_predict import ServerStructuredOutput
@@ -73,17 +74,7 @@ from llama_index_docmemo.llms.structured_predict import ServerStructuredOutput
 logger = logging.getLogger(__name__)
 
 DEFAULT_CONTEXT_WINDOW = 32768
-
-
-def _usage(response: Any) -> dict[str, int]:
-    usage = getattr(response, "usage", None)
-    if usage is None:
-        return {}
-    return {
-        "prompt_tokens": usage.prompt_tokens or 0,
-        "completion_tokens": usage.completion_tokens or 0,
-        "total_tokens": usage.total_tokens or 0,
-    }
+_EMPTY_STREAM = "a stream without a single chunk (a body that is not server-sent events?)"
 
 
 class OpenAICompatible(ServerStructuredOutput, OpenAILike):
@@ -322,7 +313,7 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
         """The :class:`LLMError` for a failed request (an overflow teaches the window)."""
         failure = llm_failure(
             exc,
-            where=f"LLM endpoint {self.api_base} (model {self.model})",
+            where=self._where,
             deadline=self.request_deadline,
             max_retries=self.max_retries,
             reply_tokens=self.max_tokens or 0,
@@ -337,13 +328,9 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
         """``kwargs`` with the deadline header added (for :class:`DeadlineTransport`)."""
         return {**kwargs, "extra_headers": {**(kwargs.get("extra_headers") or {}), **header(at)}}
 
-    def _response(self, response: Any) -> ChatResponse:
-        choice = response.choices[0]
-        return ChatResponse(
-            message=from_openai_message(choice.message, modalities=["text"]),
-            raw=response,
-            additional_kwargs=_usage(response),
-        )
+    @property
+    def _where(self) -> str:
+        return f"LLM endpoint {self.api_base} (model {self.model})"
 
     def _message_dicts(self, messages: Sequence[ChatMessage]) -> list[Any]:
         """The request's messages as the ``openai`` client sends them (images as base64 data)."""
@@ -359,9 +346,11 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
             )
 
         try:
-            return self._response(call_with_deadline(send, at))
+            return chat_response(call_with_deadline(send, at), self._where)
         except (openai.OpenAIError, DeadlineExceeded) as exc:
             raise self._failure(exc) from exc
+        except READ_ERRORS as exc:  # the client could not read the body
+            raise unreadable(self._where, exc) from exc
 
     async def _achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
         """The ``openai`` async client, cancelled at the deadline. Bringing page images
@@ -374,9 +363,11 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
             messages=dicts, stream=False, **self._get_model_kwargs(**self._headers(kwargs, at))
         )
         try:
-            return self._response(await await_with_deadline(request, at))
+            return chat_response(await await_with_deadline(request, at), self._where)
         except (openai.OpenAIError, DeadlineExceeded) as exc:
             raise self._failure(exc) from exc
+        except READ_ERRORS as exc:  # the client could not read the body
+            raise unreadable(self._where, exc) from exc
 
     def _stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
         # the parent builds the stream lazily (its retry decorator wraps only that building, so
@@ -385,10 +376,17 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
         chunks = super()._stream_chat(self._prepare(messages), **self._headers(kwargs, at))
 
         def guarded() -> ChatResponseGen:
+            received = 0
             try:
-                yield from iterate_with_deadline(chunks, at)
+                for chunk in iterate_with_deadline(chunks, at):
+                    received += 1
+                    yield chunk
             except (openai.OpenAIError, httpx.HTTPError, DeadlineExceeded) as exc:
                 raise self._failure(exc) from exc
+            except READ_ERRORS as exc:  # a chunk the client or LlamaIndex could not read
+                raise unreadable(self._where, exc) from exc
+            if not received:
+                raise malformed(self._where, _EMPTY_STREAM)
 
         return guarded()
 
@@ -400,10 +398,16 @@ class OpenAICompatible(ServerStructuredOutput, OpenAILike):
         chunks = await super()._astream_chat(self._prepare(messages), **self._headers(kwargs, at))
 
         async def guarded() -> ChatResponseAsyncGen:
+            received = 0
             try:
                 async for chunk in aiterate_with_deadline(chunks, at):
+                    received += 1
                     yield chunk
             except (openai.OpenAIError, httpx.HTTPError, DeadlineExceeded) as exc:
                 raise self._failure(exc) from exc
+            except READ_ERRORS as exc:  # a chunk the client or LlamaIndex could not read
+                raise unreadable(self._where, exc) from exc
+            if not received:
+                raise malformed(self._where, _EMPTY_STREAM)
 
         return guarded()
