@@ -13,7 +13,9 @@ llama.cpp, as the real server was seen to answer): "vllm" takes every form; "lla
 refuses prompts longer than that many tokens (counted as characters / ``chars_per_token``) with
 the OpenAI-style overflow message llama-cpp-python and vLLM send. ``Reply(trickle=s)`` sends the
 body one byte every ``s`` seconds; a request with ``"stream": true`` is answered as server-sent
-events, a word a chunk.
+events, a word a chunk (``Reply(endless=s)``: then a chunk every ``s`` seconds, never ending).
+``Reply(body=b"...", content_type=...)`` sends those bytes as they are (HTTP ``status``), for
+replies no real server should send: HTML, truncated JSON, empty choices, any bytes at all.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ class Reply:
     error: str = "scripted error"
     trickle: float = 0.0
     param: str | None = None  # the request field the error names (OpenAI's and vLLM's ``param``)
+    body: bytes | None = None
+    content_type: str = "application/json"
+    endless: float = 0.0
 
 
 @dataclass
@@ -274,7 +279,17 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.fake.trickles_cut += 1  # the client hung up
 
-    def _stream(self, content: str) -> None:
+    def _raw(self, status: int, body: bytes, content_type: str) -> None:
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    def _stream(self, content: str, endless: float = 0.0) -> None:
         """The reply as server-sent events, a word a chunk (``"stream": true``), then [DONE]."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -290,6 +305,12 @@ class _Handler(BaseHTTPRequestHandler):
                 delta = {"role": "assistant", "content": piece}
                 chunk = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
                 self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            while endless:  # until the client hangs up
+                delta = {"role": "assistant", "content": " more"}
+                chunk = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
+                time.sleep(endless)
             last = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
             self.wfile.write(f"data: {json.dumps(last)}\n\ndata: [DONE]\n\n".encode())
             self.wfile.flush()
@@ -333,14 +354,16 @@ class _Handler(BaseHTTPRequestHandler):
         reply = self.fake.record(request)
         if reply.delay:
             time.sleep(reply.delay)
-        if reply.trickle and not request.problems and reply.status == 200:
+        if reply.body is not None:
+            self._raw(reply.status, reply.body, reply.content_type)
+        elif reply.trickle and not request.problems and reply.status == 200:
             self._trickle(_completion(self.fake.model, reply.content, 1), reply.trickle)
         elif request.problems:
             self._send(400, _error("; ".join(request.problems), 400))
         elif reply.status != 200:
             self._send(reply.status, _error(reply.error, reply.status, reply.param), reply.headers)
         elif body.get("stream"):
-            self._stream(reply.content)
+            self._stream(reply.content, reply.endless)
         else:
             self._send(
                 200, _completion(self.fake.model, reply.content, len(request.text)), reply.headers

@@ -122,3 +122,35 @@ def test_ask_without_a_store_or_with_an_empty_scope_is_a_clear_error(indexed, tm
     assert main(["ask", "q?", "--store", str(store), "--doc", "nope.pdf"]) == 2
     err = capsys.readouterr().err
     assert "no pages visible" in err and "report.pdf" in err
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        Reply("The plant started in March, I think."),  # never the JSON asked for
+        Reply(body=b"<html><body>Bad Gateway</body></html>", content_type="text/html"),
+        Reply(body=b'{"choices": []}'),
+    ],
+)
+def test_ask_against_a_server_whose_replies_are_unusable_fails_in_one_line(
+    indexed, capsys, reply: Reply
+) -> None:
+    """Never "Not found" with exit 0, never a traceback: the error names the server."""
+    store, _ = indexed
+    with FakeVLLM([], default=reply, model="qwen-vl-test", require_schema=False) as server:
+        code = main(
+            [
+                "ask",
+                "When did the Tampere plant start serial production?",
+                "--store",
+                str(store),
+                "--llm-url",
+                server.url,
+                "--llm-model",
+                "qwen-vl-test",
+            ]
+        )
+    captured = capsys.readouterr()
+    errors = [line for line in captured.err.splitlines() if line.startswith("docmemo:")]
+    assert code != 0 and len(errors) == 1 and "Traceback" not in captured.err
+    assert server.url in errors[0] and "qwen-vl-test" in errors[0]

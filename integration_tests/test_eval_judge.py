@@ -85,10 +85,14 @@ def test_correctness_evaluator_judges_free_form_answers_and_caches(tmp_path: Pat
     assert len((tmp_path / "judge.jsonl").read_text().splitlines()) == 4
 
 
-def test_a_reply_without_a_score_is_no_verdict() -> None:
-    with FakeVLLM([Reply("I cannot say.")], model=MODEL, require_schema=False) as server:
+@pytest.mark.parametrize(
+    "reply", ["I cannot say.", "The answer gives 31,337 and 4,242; the reference gives 12."]
+)
+def test_a_reply_without_a_score_is_recorded_as_unparseable(reply: str) -> None:
+    with FakeVLLM([Reply(reply)], model=MODEL, require_schema=False) as server:
         verdict = judge_for(server).correctness("CEO?", "Ann Smith", "Bob")
     assert verdict.passing is None and verdict.score is None
+    assert verdict.method == "unparseable reply" and verdict.feedback == reply
 
 
 def prefer(word: str):

@@ -21,6 +21,11 @@ class IngestError(DocMemoError):
         super().__init__(f"{where}: {reason}")
 
 
+class DocumentIdentityError(DocMemoError, ValueError):
+    """Documents that do not say which file they come from, where their pages show that they
+    come from several (two ``report.pdf`` of different folders without ``file_path``)."""
+
+
 class MissingExtraError(DocMemoError, ImportError):
     """An optional backend was used without its extra installed."""
 
@@ -47,6 +52,12 @@ class DocumentRejectedError(StoreError):
 
 class LLMError(DocMemoError):
     """The LLM endpoint did not answer usefully (down, timed out, or kept failing)."""
+
+
+class MalformedReplyError(LLMError):
+    """The LLM endpoint answered with something that is not a usable reply (not JSON, no
+    choices, fields of the wrong type); the message names the URL, the model and what was
+    wrong."""
 
 
 class DeadlineExceeded(DocMemoError, TimeoutError):

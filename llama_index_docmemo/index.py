@@ -22,6 +22,7 @@ import os
 import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,8 @@ from llama_index.core.chat_engine.types import ChatMode
 from llama_index_docmemo.errors import StoreError, printable
 from llama_index_docmemo.ingest.documents import (
     document_file,
-    names_file,
+    is_page_document,
+    located,
     outside_root,
     skipped_neighbours,
 )
@@ -53,8 +55,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 NO_DOCUMENTS = (
-    "DocMemoIndex.from_documents got no Documents: the index holds only what its store already "
-    "held (did the reader match no files?)"
+    "DocMemoIndex.from_documents got no Documents: the index answers from nothing until "
+    "documents are inserted (did the reader match no files? DocMemoIndex.from_store(store) "
+    "answers from everything a store holds)"
 )
 _BASE_INDEX_ATTRIBUTES = frozenset(
     {"storage_context", "docstore", "index_struct", "index_id", "vector_store"}
@@ -103,7 +106,8 @@ class DocMemoIndex:
         self.root = Path(root) if root is not None else None
         self.indexer = indexer or DocumentIndexer(store, self.encoder)
         self.report: IndexReport | None = None
-        self._reader_ids: dict[str, tuple[str, int]] = {}  # Document.id_ -> (doc id, Documents)
+        self._documents: set[str] | None = None  # from_documents: the ids it answers from
+        self._reader_ids: dict[str, tuple[str, bool]] = {}  # Document.id_ -> (doc id, whole file)
         _warn_unused_embed_model(self.encoder.name)
 
     @property
@@ -144,8 +148,11 @@ class DocMemoIndex:
         ``file_path`` / ``file_name``, or text Documents, stored under their ``doc_id``) with
         their metadata, and return the index.
 
-        With ``store=None`` the pages go to an embedded store in :func:`default_store_dir`
-        (``$DOCMEMO_STORE_DIR`` overrides; one process at a time may open it). A file that
+        The index answers from these documents and those :meth:`insert` adds later, whatever
+        else the store holds (:meth:`from_store` answers from the whole store). With
+        ``store=None`` the pages go to an embedded store in :func:`default_store_dir`
+        (``$DOCMEMO_STORE_DIR`` overrides; one process at a time may open it), shared with the
+        ``docmemo`` command; a file the store holds keeps its id there. A file that
         cannot be read, one outside ``root`` and a PDF beside them that the reader skipped are
         named in a warning and in :attr:`report`; every other one is indexed. No Documents at
         all is a warning. ``indexer_options`` go to ``DocumentIndexer`` (``ocr=``,
@@ -159,6 +166,7 @@ class DocMemoIndex:
             store = open_store(path=default_store_dir(), encoder=encoder)
         root = root if root is not None else _common_folder(documents)
         index = cls(store, encoder, tenant=tenant, acl=acl, root=root)
+        index._documents = set()
         if indexer_options:
             index.indexer = DocumentIndexer(index.store, index.encoder, **indexer_options)
         report = index._index_documents(documents, progress=show_progress)
@@ -200,9 +208,13 @@ class DocMemoIndex:
 
     # -- querying -----------------------------------------------------------------------------
     def scope(self, filters: ScopeLike = None, page_filter: ScopeLike = None) -> PageFilter:
-        """The index's caller (tenant, ACL groups) narrowed by ``filters`` and ``page_filter``
-        (both, when both are given)."""
-        return narrow(narrow(self.identity, filters), page_filter)
+        """The index's caller (tenant, ACL groups) and, for an index built by
+        :meth:`from_documents`, its documents (those given and those inserted since), narrowed
+        by ``filters`` and ``page_filter`` (both, when both are given)."""
+        own = self.identity
+        if self._documents is not None:
+            own = replace(own, doc_ids=tuple(sorted(self._documents)))
+        return narrow(narrow(own, filters), page_filter)
 
     def as_query_engine(
         self, *, filters: ScopeLike = None, page_filter: ScopeLike = None, **kwargs: Any
@@ -286,37 +298,51 @@ class DocMemoIndex:
 
         _, source = document_file(document)
         path = Path(source)
-        if not (names_file(document) and path.is_file() and path.suffix.lower() == ".pdf"):
+        if not (located(document) and path.is_file() and path.suffix.lower() == ".pdf"):
             self._index_documents([document])
             return
         root = self.root or path.parent
-        relative = Path(os.path.relpath(path.resolve(), Path(root).resolve())).as_posix()
-        if relative.startswith(os.pardir):
+        if os.path.relpath(path.resolve(), Path(root).resolve()).startswith(os.pardir):
             failure = outside_root(str(path), root)
             self._keep(IndexReport(failed=[(failure.path, failure.reason)]))
             return
         metadata, left_out = user_metadata(document.metadata)
-        report = self.indexer.index_file(
-            path, doc_id=relative, tenant=self.tenant, acl=list(self.acl), metadata=metadata
+        report = self.indexer.index_paths(
+            [path], root=root, tenant=self.tenant, acl=list(self.acl), metadata=metadata
         )
         report.warnings += [f"{path}: {problem}" for problem in left_out]
-        self._reader_ids[document.doc_id] = (relative, 1)
+        doc_id = report.doc_ids.get(str(path))
+        if doc_id is not None:  # a page Document of a longer file is not all of its document
+            schema = self.store.get_schema(doc_id, tenant=self.tenant)
+            pages = schema.n_pages if schema is not None else 1
+            whole = pages == 1 or not is_page_document(document)
+            self._reader_ids[document.doc_id] = (doc_id, whole)
         self._keep(report)
 
     def delete_ref_doc(self, ref_doc_id: str, **_: Any) -> None:
-        """Remove a document with all its pages. ``ref_doc_id`` is its id, as nodes carry it
-        (``node.ref_doc_id``: the file's path relative to :attr:`root`, or a text Document's
-        ``doc_id``), or the ``doc_id`` of the one Document a file was read from. The id of one
-        page Document of a longer file deletes nothing and the warning names the id to pass."""
-        doc_id, documents = self._reader_ids.get(ref_doc_id, (ref_doc_id, 1))
-        if documents > 1:
+        """Remove a document with all its pages, the same way however it was indexed.
+
+        ``ref_doc_id`` is the document's id as nodes carry it (``node.ref_doc_id``: the file's
+        path relative to :attr:`root`, or a text Document's ``doc_id``), or the ``doc_id`` of a
+        Document that held the whole file (a Markdown file, a reader's one-Document PDF). The
+        ``doc_id`` of a page Document (one page of a PDF, from ``from_documents`` or
+        :meth:`insert`) deletes nothing: DocMemo stores whole files, and the warning names the
+        id that deletes the file. An index built by :meth:`from_documents` deletes only its own
+        documents."""
+        doc_id, whole = self._reader_ids.get(ref_doc_id, (ref_doc_id, True))
+        if not whole:
             logger.warning(
-                "ref_doc_id %r is one of the %d page Documents of %r: DocMemo stores whole "
-                "files, nothing deleted; delete_ref_doc(%r) removes the file with all its pages",
+                "ref_doc_id %r is one page Document of %r: DocMemo stores whole files, nothing "
+                "deleted; delete_ref_doc(%r) removes the file with all its pages",
                 ref_doc_id,
-                documents,
                 doc_id,
                 doc_id,
+            )
+        elif self._documents is not None and doc_id not in self._documents:
+            logger.warning(
+                "ref_doc_id %r is not a document of this index, nothing deleted: pass a document "
+                "id as its nodes carry it (node.ref_doc_id, e.g. '2023/10k.pdf')",
+                ref_doc_id,
             )
         elif not self.store.delete_document(doc_id, tenant=self.tenant):
             logger.warning(
@@ -324,6 +350,8 @@ class DocMemoIndex:
                 "(node.ref_doc_id, e.g. '2023/10k.pdf', the path relative to the indexed folder)",
                 ref_doc_id,
             )
+        elif self._documents is not None:
+            self._documents.discard(doc_id)
 
     def refresh_ref_docs(self, documents: Sequence[Document], **_: Any) -> list[bool]:
         """Re-index the documents whose content or metadata changed; for each Document given,
@@ -348,11 +376,13 @@ class DocMemoIndex:
         for document in documents:
             doc_id = report.doc_ids.get(_source(document))
             if doc_id is not None:
-                self._reader_ids[document.doc_id] = (doc_id, per_document[doc_id])
+                self._reader_ids[document.doc_id] = (doc_id, per_document[doc_id] == 1)
         return self._keep(report)
 
     def _keep(self, report: IndexReport) -> IndexReport:
         self.report = report
+        if self._documents is not None:
+            self._documents.update(report.doc_ids[s] for s in report.indexed + report.unchanged)
         for source, reason in report.failed:
             logger.warning("not indexed: %s: %s", printable(source), printable(reason))
         return report
@@ -418,7 +448,7 @@ def _reopen_argument(store: PageStore) -> str:
 def _source(document: Document) -> str:
     """The source a Document's pages are reported under (an existing file's absolute path)."""
     _, source = document_file(document)
-    if names_file(document) and os.path.isfile(source):
+    if located(document) and os.path.isfile(source):
         return os.path.abspath(source)
     return source
 

@@ -9,7 +9,9 @@ prompts (``get_prompts``/``update_prompts``), streaming, callbacks.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import time
 from collections.abc import AsyncGenerator, Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,7 +33,16 @@ from llama_index.core.settings import Settings
 from pydantic import ValidationError
 
 from llama_index_docmemo.config import DocMemoConfig
+from llama_index_docmemo.errors import DeadlineExceeded
 from llama_index_docmemo.events import counting_llm_calls
+from llama_index_docmemo.llms.deadline import (
+    aiterate_with_deadline,
+    await_with_deadline,
+    deadline_scope,
+    iterate_with_deadline,
+    remaining,
+)
+from llama_index_docmemo.llms.failures import is_llm_failure
 from llama_index_docmemo.llms.servers import ServerMemory, memory_for
 from llama_index_docmemo.llms.vision import ImagesSetting
 from llama_index_docmemo.loop import (
@@ -341,7 +352,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
             return result.to_response()
         response = result.to_response()
         return StreamingResponse(
-            response_gen=self._stream_answer(result, response.metadata or {}),
+            response_gen=self._stream_answer(result, response.metadata or {}, self._ends(result)),
             source_nodes=response.source_nodes,
             metadata=response.metadata,
         )
@@ -353,7 +364,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
             return result.to_response()
         response = result.to_response()
         return AsyncStreamingResponse(
-            response_gen=self._astream_answer(result, response.metadata or {}),
+            response_gen=self._astream_answer(result, response.metadata or {}, self._ends(result)),
             source_nodes=response.source_nodes,
             metadata=response.metadata,
         )
@@ -366,51 +377,91 @@ class DocMemoQueryEngine(BaseQueryEngine):
         assert isinstance(response, AsyncStreamingResponse)
         return response
 
-    def _answer_request(self, result: DocMemoResult) -> str | None:
-        """The final-answer prompt, or None when the budget has no call left for it."""
+    def _answer_request(self, result: DocMemoResult, at: float | None) -> str | None:
+        """The final-answer prompt, or None when the budget has no call or time left for it."""
         cap = self.config.budget.max_llm_calls
         if cap is not None and result.trace.llm_calls >= cap:
+            return None
+        if at is not None and time.monotonic() >= at:
             return None
         evidence = evidence_text([n for n in result.source_nodes if is_page(n)])
         return self.answer_prompt.format(
             question=result.trace.question, draft=result.answer, evidence=evidence
         )
 
+    def _ends(self, result: DocMemoResult) -> float | None:
+        """The ``time.monotonic()`` instant the streamed answer must end by: what is left of the
+        query's ``max_seconds`` after the loop (None: no limit)."""
+        limit = self.config.budget.max_seconds
+        return None if limit is None else time.monotonic() + max(limit - result.trace.seconds, 0)
+
     @staticmethod
-    def _settle(result: DocMemoResult, metadata: dict[str, Any], text: str, calls: int) -> None:
-        """The streamed text becomes the answer of the result and of the trace."""
+    def _settle(
+        result: DocMemoResult, metadata: dict[str, Any], text: str, calls: int, error: str | None
+    ) -> None:
+        """The streamed text becomes the answer of the result and of the trace (with why the
+        stream ended early, if it did)."""
         result.answer = text
         result.trace.answer = text
         result.trace.llm_calls += calls
+        result.trace.error = result.trace.error or error
         metadata["docmemo"] = result.trace.model_dump(mode="json")
 
+    def _cut(self, error: Exception, at: float | None) -> str:
+        """Why the streamed answer ended early: the query's deadline, or the LLM's failure
+        (anything else is a fault of the code, raised)."""
+        if at is not None and (isinstance(error, DeadlineExceeded) or time.monotonic() >= at):
+            limit = self.config.budget.max_seconds
+            return f"the streamed answer was cut at the query's deadline (max_seconds={limit:g})"
+        if not is_llm_failure(error):
+            raise error
+        return f"the streamed answer ended early: {error}"
+
     def _stream_answer(
-        self, result: DocMemoResult, metadata: dict[str, Any]
+        self, result: DocMemoResult, metadata: dict[str, Any], at: float | None
     ) -> Generator[str, None, None]:
         """Stream a final answer written by the LLM from the evidence the loop found (one call,
-        counted in ``max_llm_calls``); with no call left, the loop's answer."""
-        prompt = self._answer_request(result)
+        counted in ``max_llm_calls``), ended by the query's deadline; with no call or time
+        left, the loop's answer. A stream cut short keeps its text (the loop's answer when it
+        had none) and says why in the trace's ``error``."""
+        prompt = self._answer_request(result, at)
         if prompt is None or self.llm is None:
             yield result.answer
             return
-        text = ""
-        for chunk in self.llm.stream_complete(prompt):
-            text += chunk.delta or ""
-            yield chunk.delta or ""
-        self._settle(result, metadata, text, 1)
+        text, error = "", None
+        try:
+            with _scope(at):
+                chunks = self.llm.stream_complete(prompt)
+            for chunk in iterate_with_deadline(chunks, at):
+                text += chunk.delta or ""
+                yield chunk.delta or ""
+        except Exception as exc:  # noqa: BLE001 - sorted by _cut
+            error = self._cut(exc, at)
+        if error and not text:
+            text = result.answer
+            yield text
+        self._settle(result, metadata, text, 1, error)
 
     async def _astream_answer(
-        self, result: DocMemoResult, metadata: dict[str, Any]
+        self, result: DocMemoResult, metadata: dict[str, Any], at: float | None
     ) -> AsyncGenerator[str, None]:
-        prompt = self._answer_request(result)
+        prompt = self._answer_request(result, at)
         if prompt is None or self.llm is None:
             yield result.answer
             return
-        text = ""
-        async for chunk in await self.llm.astream_complete(prompt):
-            text += chunk.delta or ""
-            yield chunk.delta or ""
-        self._settle(result, metadata, text, 1)
+        text, error = "", None
+        try:
+            with _scope(at):
+                chunks = await await_with_deadline(self.llm.astream_complete(prompt), at)
+            async for chunk in aiterate_with_deadline(chunks, at):
+                text += chunk.delta or ""
+                yield chunk.delta or ""
+        except Exception as exc:  # noqa: BLE001 - sorted by _cut
+            error = self._cut(exc, at)
+        if error and not text:
+            text = result.answer
+            yield text
+        self._settle(result, metadata, text, 1, error)
 
     def retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         """The evidence pages the full loop finds for the query."""
@@ -476,3 +527,9 @@ class DocMemoQueryEngine(BaseQueryEngine):
         return ReasoningInput(
             question=question, query=question, pages=pages, crops=crops, final_round=True
         )
+
+
+def _scope(at: float | None) -> contextlib.AbstractContextManager[object]:
+    """Requests of ``OpenAICompatible`` made inside carry the deadline ``at`` (a stalled
+    stream is cut at it, not at the client's read timeout)."""
+    return contextlib.nullcontext() if at is None else deadline_scope(remaining(at))

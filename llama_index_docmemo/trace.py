@@ -87,7 +87,7 @@ class FeedbackRecord(BaseModel):
             answer=feedback.answer,
             useful=[PageScore.of(r) for r in feedback.useful_pages],
             irrelevant=[PageScore.of(r) for r in feedback.irrelevant_pages],
-            notes=[f"p{n.page.page}: {n.fact}" for n in feedback.notes],
+            notes=[f"{n.page.doc_id} p{n.page.page}: {n.fact}" for n in feedback.notes],
             missing=feedback.missing,
             refined_query=feedback.refined_query,
             dropped_labels=dropped,

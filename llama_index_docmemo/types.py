@@ -177,6 +177,9 @@ class Feedback(BaseModel):
 
     ``useful_pages``/``irrelevant_pages`` only ever name pages that were shown: the loop
     drops anything else (a reader's output is untrusted, like the documents it read).
+    ``problem`` says why a round brought nothing: the reader's reply was not the structured
+    reply asked for (None for a reply that was). ``dropped`` counts the labels and notes the
+    reply named that the reader already left out (pages never shown, e.g. [917] of 3).
     """
 
     model_config = {"arbitrary_types_allowed": True}
@@ -188,3 +191,5 @@ class Feedback(BaseModel):
     missing: list[str] = Field(default_factory=list)
     refined_query: str | None = None
     status: Status = "need_more"
+    problem: str | None = None
+    dropped: int = 0

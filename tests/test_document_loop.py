@@ -137,3 +137,19 @@ def test_the_levers_search_inside_the_documents_never_the_whole_store() -> None:
     assert len(whole) == 1  # the question's one search over the store (the document stage)
     assert all(s == ("ACME_2023_10K.pdf",) for s in store.scopes if s is not None)
     assert len(store.scopes) > 3  # the document's own search each round plus the statements
+
+
+async def test_the_async_loop_weighs_documents_as_the_sync_one() -> None:
+    config = DocMemoConfig(rounds=3, pages_per_round=3)
+    engine = DocMemoQueryEngine.from_defaults(
+        store=_store(),
+        encoder=BagOfWordsEncoder(),
+        reasoner=GoldReasoner(GOLD),
+        config=config,
+        evidence_images=False,
+    )
+    question = "What was Acme's capital expenditure in 2023?"
+    sync = engine.run(question)
+    asynchronous = await engine.arun(question)
+    assert _trace(asynchronous) == _trace(sync)
+    assert asynchronous.trace.rounds[0].documents[0].doc == "ACME_2023_10K.pdf"

@@ -89,3 +89,25 @@ def test_correctness_scores_are_read_from_one_line_replies_too() -> None:
     assert parse_score("Score: 2") == (2.0, "Score: 2")
     assert parse_score("I cannot judge this.")[0] is None
     assert parse_score("10 out of 10")[0] is None  # not a 1-5 score
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "The generated answer gives 31,337 and 4,242, not the reference figure.",
+        "Both mention 2 segments and 3 plants; the answer is partly right.",
+        "4\nScore: 2",  # score lines that disagree
+        "5.5\nAbove the scale.",
+        "The answer is wrong on page 4.\nI would rate it low.",
+    ],
+)
+def test_a_digit_inside_the_reasoning_is_never_a_score(reply: str) -> None:
+    assert parse_score(reply) == (None, reply)
+
+
+@pytest.mark.parametrize(
+    ("reply", "score"),
+    [("**Score:** 4/5\nClose.", 4.0), ("The figures match.\n3", 3.0), ("Score: 4 out of 5.", 4.0)],
+)
+def test_a_line_holding_only_the_score_is_read(reply: str, score: float) -> None:
+    assert parse_score(reply)[0] == score

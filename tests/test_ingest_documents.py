@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from llama_index.core.schema import Document
 from llama_index.readers.file import PDFReader, PyMuPDFReader
 
+from llama_index_docmemo.errors import DocumentIdentityError
 from llama_index_docmemo.ingest.documents import parse_documents
 from llama_index_docmemo.ingest.pdf import read_pdf
 from tests.ingest_samples import make_report, make_scanned_slides
@@ -46,8 +48,8 @@ def test_pdf_reader_documents_are_numbered_by_order_not_label(tmp_path: Path) ->
 def test_documents_without_a_file_hash_their_text_and_flag_empty_pages() -> None:
     docs = [
         Document(text="First page text", metadata={"file_name": "memo.pdf", "source": "1"}),
-        Document(text="", metadata={"file_name": "memo.pdf", "source": "2"}),
         Document(text="continued", metadata={"file_name": "memo.pdf", "source": "1"}),
+        Document(text="", metadata={"file_name": "memo.pdf", "source": "2"}),
     ]
     parsed, failures = parse_documents(docs)
     assert failures == []
@@ -59,6 +61,21 @@ def test_documents_without_a_file_hash_their_text_and_flag_empty_pages() -> None
     assert again[0].doc_version == memo.doc_version
     changed, _ = parse_documents([Document(text="Other", metadata={"file_name": "memo.pdf"})])
     assert changed[0].doc_version != memo.doc_version
+
+
+def test_pages_of_several_files_of_one_name_without_their_folder_are_refused() -> None:
+    pages = [
+        Document(text=f"page {n}", metadata={"file_name": "report.pdf", "page_label": str(n)})
+        for n in (1, 2, 3, 1, 2)
+    ]
+    with pytest.raises(DocumentIdentityError, match="'report.pdf'.*page 1 comes 2 times"):
+        parse_documents(pages)
+    totals = [
+        Document(text="a", metadata={"file_name": "r.pdf", "source": "1", "total_pages": n})
+        for n in (3, 5)
+    ]
+    with pytest.raises(DocumentIdentityError, match=r"they count \[3, 5\] pages"):
+        parse_documents(totals)
 
 
 def test_a_document_naming_no_file_is_a_document_of_its_own_under_its_id() -> None:
@@ -89,7 +106,9 @@ def test_reader_metadata_is_kept_per_document_and_page_and_reserved_keys_are_nam
     (parsed,), _ = parse_documents(pages)
     assert parsed.metadata == {"year": 2023}  # shared by every page
     assert [p.metadata for p in parsed.pages] == [{"part": 1}, {"part": 2}]
-    assert len(parsed.warnings) == 1 and "'kind', 'tenant'" in parsed.warnings[0]
+    (reserved,) = [w for w in parsed.warnings if "'kind', 'tenant'" in w]
+    assert reserved.startswith("a.pdf: ")
+    (no_file,) = [w for w in parsed.warnings if "carry no file_path" in w]  # said once
 
 
 def test_empty_pages_of_a_readable_file_get_ocr_text(tmp_path: Path) -> None:

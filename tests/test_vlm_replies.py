@@ -19,6 +19,7 @@ from llama_index_docmemo.reasoning.replies import (
     RerankReply,
     feedback_of,
     picks_of,
+    sanitize_feedback,
 )
 from llama_index_docmemo.types import Feedback, PageRef
 
@@ -260,3 +261,21 @@ def test_a_note_keeps_the_quote_it_rests_on_and_the_schema_does_not_require_it()
     assert second.quote == ""
     note_schema = FeedbackReply.model_json_schema()["$defs"]["_NoteReply"]
     assert "quote" in note_schema["properties"] and "quote" not in note_schema.get("required", [])
+
+
+def test_hundreds_of_pages_never_shown_are_counted_as_dropped() -> None:
+    """The trace's ``dropped_labels`` counts what the reader left out too, not only what the
+    loop's sanitising removes (it was 0 for a reply naming hundreds of out-of-range pages)."""
+    fb = parse_feedback(
+        reply(
+            useful_pages=[2, *range(100, 400)],
+            irrelevant_pages=[1, 5000],
+            notes=[{"page": 900, "fact": "invented"}, {"page": 2, "fact": "real"}],
+        ),
+        REFS,
+        LIMITS,
+    )
+    assert fb.useful_pages == [REFS[1]] and fb.irrelevant_pages == [REFS[0]]
+    assert fb.dropped == 300 + 1 + 1
+    clean, dropped = sanitize_feedback(fb, REFS, [], max_labels=20)
+    assert clean.useful_pages == [REFS[1]] and dropped == 302

@@ -15,6 +15,11 @@ from llama_index_docmemo.errors import DocMemoError
 if TYPE_CHECKING:
     from llama_index_docmemo.distributed import RayExecutor
 
+EXIT_SOME_FAILED = 1
+"""``docmemo index``: some files failed (listed), every other one is indexed."""
+EXIT_NOTHING_INDEXED = 3
+"""``docmemo index``: every file failed, nothing was indexed (2 is bad input or settings)."""
+
 
 def register(sub: Any) -> None:
     """Add the three commands to the ``docmemo`` sub-parsers."""
@@ -131,7 +136,9 @@ def cmd_index(args: argparse.Namespace) -> int:
         if args.layout != "none":
             report.warnings += index_layouts(report.indexed, args.layout)
     print(report.summary())
-    return 1 if report.failed else 0
+    if report.nothing_worked:
+        return EXIT_NOTHING_INDEXED
+    return EXIT_SOME_FAILED if report.failed else 0
 
 
 def index_executor(args: argparse.Namespace) -> RayExecutor | None:

@@ -40,18 +40,25 @@ _SHORT_NUMBER = re.compile(
     r"(?:%|percent|thousand|million|billion|trillion|bn|mn|[kmb])?\.?",
     re.IGNORECASE,
 )
-_SCORE = re.compile(r"(?<![\d.])([1-5](?:\.\d+)?)(?![\d.])")
+_SCORE_LINE = re.compile(
+    r"[*_#\s]*(?:(?:overall\s+|final\s+)?score\s*[*_]*\s*[:=]?\s*)?[*_\s]*"
+    r"(\d(?:\.\d+)?)\s*(?:/\s*5(?:\.0)?|out\s+of\s+5)?[*_\s]*\.?\s*",
+    re.IGNORECASE,
+)
+"""A line that is a score and nothing else: "4", "4.5", "Score: 4", "**Score:** 4/5"."""
+UNPARSEABLE = "unparseable reply"
 
 
 @dataclass(frozen=True)
 class Verdict:
     """Whether an answer matches the expected answer, and who decided.
 
-    ``passing`` is None when nobody could judge (no judge model, or a reply without a score).
+    ``passing`` is None when nobody could judge: no judge model ("not judged"), or a reply
+    holding no score (``method`` "unparseable reply", the reply kept in ``feedback``).
     """
 
     passing: bool | None
-    method: str  # "number rule" | "abstention rule" | "correctness" | "not judged"
+    method: str  # "number rule" | "abstention rule" | "correctness" | "not judged" | UNPARSEABLE
     judge: str  # "rule", or the model that judged
     score: float | None = None
     feedback: str = ""
@@ -77,15 +84,17 @@ def is_short_number(text: str) -> bool:
 
 
 def parse_score(reply: str) -> tuple[float | None, str]:
-    """(score 1-5, reasoning) from a correctness reply; the first line is tried first, since
-    LlamaIndex's template asks for the score alone on it (its own parser fails on one-line replies).
-    """
-    lines = reply.strip().splitlines() or [""]
-    for text in (lines[0], reply):
-        match = _SCORE.search(text)
-        if match:
-            return float(match.group(1)), "\n".join(lines[1:]).strip() or reply.strip()
-    return None, reply.strip()
+    """(score 1-5, reasoning) from a correctness reply, or (None, the reply) when it holds no
+    score. LlamaIndex's template asks for a line with only the score: only such a line counts
+    (a digit inside the reasoning, "31,337 and 4,242", is never a score), and replies whose
+    score lines disagree, or give a score outside 1-5, hold none."""
+    lines = [line.strip() for line in reply.strip().splitlines()]
+    scores = {i: m.group(1) for i, line in enumerate(lines) if (m := _SCORE_LINE.fullmatch(line))}
+    values = {float(v) for v in scores.values()}
+    if len(values) != 1 or not 1 <= (score := values.pop()) <= 5:
+        return None, reply.strip()
+    reasoning = "\n".join(line for i, line in enumerate(lines) if i not in scores and line)
+    return score, reasoning or reply.strip()
 
 
 def model_name(llm: LLM) -> str:
@@ -126,9 +135,8 @@ class AnswerJudge:
             llm=self.llm, score_threshold=self.threshold, parser_function=parse_score
         )
         result = evaluator.evaluate(query=question, response=answer, reference=expected)
-        return Verdict(
-            result.passing, "correctness", self.name, result.score, result.feedback or ""
-        )
+        method = "correctness" if result.score is not None else UNPARSEABLE
+        return Verdict(result.passing, method, self.name, result.score, result.feedback or "")
 
     def pairwise(self, question: str, answer_a: str, answer_b: str) -> PairwiseVerdict:
         """Which answer the judge prefers, asked with each shown first."""

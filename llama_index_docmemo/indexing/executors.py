@@ -21,13 +21,14 @@ from llama_index_docmemo.indexing.stages import (
     prepare_document,
     write_document,
 )
+from llama_index_docmemo.ingest.pdf import RENDER_ERRORS
 
 if TYPE_CHECKING:
     from llama_index_docmemo.indexing.indexer import DocumentIndexer
 
-ENCODE_ERRORS: tuple[type[Exception], ...] = (DocMemoError, ValueError)
-"""What an encoder raises for one bad document (a page it cannot render or read): that document
-fails, the batch goes on."""
+ENCODE_ERRORS: tuple[type[Exception], ...] = (DocMemoError, ValueError, OSError, *RENDER_ERRORS)
+"""What an encoder raises for one bad document (a page it cannot render or read, MuPDF's errors
+of a damaged file, the file gone): that document fails, the batch goes on."""
 
 
 class IndexExecutor(ABC):

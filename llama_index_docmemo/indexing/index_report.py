@@ -44,6 +44,11 @@ class IndexReport(BaseModel):
     def ok(self) -> bool:
         return not self.failed
 
+    @property
+    def nothing_worked(self) -> bool:
+        """Every file failed: none was indexed or found unchanged."""
+        return bool(self.failed) and not self.indexed and not self.unchanged
+
     def summary(self) -> str:
         """A few lines for a terminal: counts, time, then each failure and warning (escaped by
         :func:`~llama_index_docmemo.errors.printable`: one line each, whatever a name holds)."""

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from tqdm.auto import tqdm
@@ -38,6 +38,7 @@ from llama_index_docmemo.ingest.ocr import INSTALL_HINT, OcrEngine, OcrMode, res
 from llama_index_docmemo.store.access import check_name, check_utf8
 from llama_index_docmemo.store.base import PageStore
 from llama_index_docmemo.store.metadata import user_metadata
+from llama_index_docmemo.types import PageFilter
 
 if TYPE_CHECKING:
     from llama_index.core.schema import Document
@@ -90,6 +91,20 @@ def _unique_ids(files: Sequence[SourceFile], report: IndexReport) -> list[Source
             owners[source.doc_id] = source.path
             todo.append(source)
     return todo
+
+
+def _relative_below(path: str, doc_id: str) -> bool:
+    """Whether ``doc_id`` is ``path`` relative to one of the folders above it."""
+    parts = PurePosixPath(doc_id).parts
+    return Path(path).parts[-len(parts) :] == parts
+
+
+def _file_key(job: DocumentJob) -> str:
+    """The real path of the job's file ("" for a document that is not a file on disk)."""
+    if job.path is not None:
+        return os.path.realpath(job.path)
+    source = job.parsed.source if job.parsed is not None else ""
+    return os.path.realpath(source) if os.path.isabs(source) else ""
 
 
 class DocumentIndexer:
@@ -162,7 +177,7 @@ class DocumentIndexer:
             DocumentJob(str(s.path), s.doc_id, tenant, groups, path=s.path, metadata=keys)
             for s in _unique_ids(files, report)
         ]
-        self._run(jobs, report, progress, executor)
+        self._run(self._stored_ids(jobs), report, progress, executor)
         return self._finish(report, started)
 
     def index_file(
@@ -212,8 +227,31 @@ class DocumentIndexer:
         parsed_docs, failures = parse_documents(documents, ocr=self.ocr_engine, root=root)
         report.failed += [(exc.path, exc.reason) for exc in failures]
         jobs = [DocumentJob(p.source, p.doc_id, tenant, groups, parsed=p) for p in parsed_docs]
-        self._run(jobs, report, progress, executor)
+        self._run(self._stored_ids(jobs), report, progress, executor)
         return self._finish(report, started)
+
+    def _stored_ids(self, jobs: Sequence[DocumentJob]) -> list[DocumentJob]:
+        """The jobs, each file the store already holds (same tenant, same absolute path) under
+        the id it holds it by, when that id is the file's path relative to a folder above it:
+        indexing ``root/b/`` after ``root/`` (or from the CLI after Python) replaces
+        ``b/x.pdf``, never stores ``x.pdf`` a second time. An id the app chose (``--id``) is
+        not a path and is not taken over."""
+        keys = {job.label: _file_key(job) for job in jobs}
+        held: dict[tuple[str | None, str], str] = {}
+        for tenant, groups in {(job.tenant, job.acl) for job in jobs if keys[job.label]}:
+            scope = PageFilter(tenant=tenant, acl_groups=groups or None)
+            for schema in self.store.list_documents(scope):
+                real = os.path.realpath(schema.source) if schema.source else ""
+                if real and _relative_below(real, schema.doc_id):
+                    held[(tenant, real)] = schema.doc_id
+        out: list[DocumentJob] = []
+        for job in jobs:
+            stored = held.get((job.tenant, keys[job.label] or ""))
+            if stored is not None and stored != job.doc_id:
+                parsed = job.parsed and replace(job.parsed, doc_id=stored)
+                job = replace(job, doc_id=stored, parsed=parsed)
+            out.append(job)
+        return out
 
     def _planned(self, jobs: Sequence[DocumentJob], report: IndexReport) -> list[DocumentJob]:
         """The jobs with the version the store holds of each; stops where the store fails."""

@@ -24,7 +24,13 @@ from llama_index_docmemo.indexing.index_report import STAGES
 from llama_index_docmemo.ingest.files import regular_file_problem
 from llama_index_docmemo.ingest.ocr import OcrEngine
 from llama_index_docmemo.ingest.parsed import ParsedDocument
-from llama_index_docmemo.ingest.pdf import apply_ocr, file_sha256, read_pdf, render_page
+from llama_index_docmemo.ingest.pdf import (
+    RENDER_ERRORS,
+    apply_ocr,
+    file_sha256,
+    read_pdf,
+    render_page,
+)
 from llama_index_docmemo.ingest.structure import build_schema
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store.metadata import metadata_digest
@@ -194,6 +200,8 @@ def _read(
         return failure(job, f"cannot read the file: {exc}")
     except IngestError as exc:
         return failure(job, exc.reason if exc.page is None else str(exc))
+    except RENDER_ERRORS as exc:  # MuPDF on a damaged file, past the checks of open_pdf
+        return failure(job, f"corrupt PDF: MuPDF cannot read it ({exc})")
     return parsed
 
 

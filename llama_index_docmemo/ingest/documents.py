@@ -9,6 +9,9 @@ for pages the reader left empty (and the pages themselves when the reader gave t
 otherwise the version is a hash of the page texts, and one long text without pages (a Markdown or
 Word file from ``SimpleDirectoryReader``) is cut into pages of about 3,000 characters. A Document
 that names no file (``Document(text=...)``) is a document of its own, under its ``doc_id``.
+Without ``file_path`` (a ``file_metadata=`` that returns only the app's keys) the file is found from
+the ids the Documents carry (``SimpleDirectoryReader(filename_as_id=True)``); failing that, pages
+that show several files of one name are refused (:class:`DocumentIdentityError`), never merged.
 The Documents' metadata goes with their pages (:func:`~llama_index_docmemo.store.metadata.user_metadata`).
 """
 
@@ -16,15 +19,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from llama_index_docmemo.errors import IngestError
+from llama_index_docmemo.errors import DocumentIdentityError, IngestError
 from llama_index_docmemo.ingest.files import regular_file_problem
 from llama_index_docmemo.ingest.ocr import MIN_TEXT_CHARS, OcrEngine, alnum_count
 from llama_index_docmemo.ingest.parsed import ParsedDocument, ParsedPage
-from llama_index_docmemo.ingest.pdf import open_pdf, read_pdf
+from llama_index_docmemo.ingest.pdf import RENDER_ERRORS, open_pdf, read_pdf
 from llama_index_docmemo.store.metadata import user_metadata
 
 if TYPE_CHECKING:
@@ -36,19 +40,41 @@ PAGE_CHARS = 3000
 """About one printed page: the size of the pages a long text without pages is cut into."""
 
 
+_READER_PART = re.compile(r"^(?P<path>.+)_part_\d+$")
+"""``SimpleDirectoryReader(filename_as_id=True)``'s id of the n-th Document of a file."""
+
+
+def _carried_path(document: Document, name: str) -> str:
+    """The path of the Document's file when its ids carry one (``SimpleDirectoryReader``'s
+    ``filename_as_id`` ids, a ``ref_doc_id`` that is a path) and it ends with ``name``; else ""."""
+    for carried in (document.doc_id, document.ref_doc_id or ""):
+        match = _READER_PART.match(carried)
+        for path in (match["path"] if match else "", carried):
+            if path and Path(path).name == name and os.path.isfile(path):
+                return path
+    return ""
+
+
 def document_file(document: Document) -> tuple[str, str]:
-    """(name, source) of a Document: its file name and path from reader metadata; for a
-    Document that names no file, its own id (``Document.doc_id``) twice."""
+    """(name, source) of a Document: its file name and path, from the reader's ``file_path``,
+    else from the ids it carries (:func:`_carried_path`); the name alone when neither says where
+    the file is; for a Document that names no file, its own id (``Document.doc_id``) twice."""
     meta = document.metadata
     path = str(meta.get("file_path") or "")
     name = str(meta.get("file_name") or (Path(path).name if path else ""))
     if not name:
         return document.doc_id, document.doc_id
-    return name, path or name
+    return name, path or _carried_path(document, name) or name
 
 
 def names_file(document: Document) -> bool:
     return bool(document.metadata.get("file_path") or document.metadata.get("file_name"))
+
+
+def located(document: Document) -> bool:
+    """Whether the Document says where its file is (not only its name)."""
+    name, source = document_file(document)
+    return names_file(document) and source != name or bool(document.metadata.get("file_path"))
 
 
 def _page_number(document: Document) -> int | None:
@@ -126,6 +152,48 @@ def split_pages(text: str, size: int = PAGE_CHARS) -> dict[int, str]:
     return {n: page for n, page in enumerate(pages, start=1)}
 
 
+def _numbers_given(documents: Sequence[Document]) -> list[int]:
+    """The page numbers the Documents state (``source``, ``page_number``, ``page``, or a
+    numeric ``page_label``)."""
+    numbers = []
+    for document in documents:
+        label = str(document.metadata.get("page_label") or "").strip()
+        number = _page_number(document) or (int(label) if label.isdigit() else None)
+        if number is not None:
+            numbers.append(number)
+    return numbers
+
+
+def is_page_document(document: Document) -> bool:
+    """A Document of one page of a file (a PDF reader's: it states its page number)."""
+    return bool(_numbers_given([document]))
+
+
+def _check_one_file(name: str, documents: Sequence[Document]) -> None:
+    """Raise DocumentIdentityError when Documents that name the file ``name`` but not where it
+    is come back to a page after others (1, 2, 3, 1, 2) or disagree on the page count: they come
+    from several files of that name, which one document would merge. A page repeated in a row is
+    one page a reader split."""
+    numbers = _numbers_given(documents)
+    totals = {d.metadata["total_pages"] for d in documents if "total_pages" in d.metadata}
+    runs = [n for i, n in enumerate(numbers) if i == 0 or n != numbers[i - 1]]
+    repeated = sorted({n for n in runs if runs.count(n) > 1})
+    if not repeated and len(totals) <= 1:
+        return
+    why = (
+        f"page {repeated[0]} comes {runs.count(repeated[0])} times"
+        if repeated
+        else f"they count {sorted(totals)} pages"
+    )
+    raise DocumentIdentityError(
+        f"{len(documents)} Documents name the file {name!r} but not its folder, and {why}: "
+        f"they come from several files named {name!r}, which would be merged into one document. "
+        "Keep file_path in their metadata (SimpleDirectoryReader(file_metadata=lambda p: "
+        "{**default_file_metadata_func(p), ...}) adds your keys to the reader's), or read them "
+        "with SimpleDirectoryReader(filename_as_id=True); nothing was indexed"
+    )
+
+
 def _unpaged(documents: Sequence[Document]) -> bool:
     """One Document with no page number: a reader that gave the whole file as one text."""
     return len(documents) == 1 and _page_number(documents[0]) is None
@@ -137,11 +205,22 @@ def _parse_group(
     texts = _page_texts(documents)
     shared, page_metadata, warnings = _metadata(source, documents)
     from_file: ParsedDocument | None = None
-    if source.lower().endswith(".pdf") and os.path.isfile(source):
+    if source.lower().endswith(".pdf") and not any(map(located, documents)):
+        warnings.append(
+            f"{source}: indexed from the reader's text only, without page images, outline or "
+            "OCR: its Documents carry no file_path (keep it in file_metadata=, or read with "
+            "SimpleDirectoryReader(filename_as_id=True)); queries read its pages as text"
+        )
+    elif source.lower().endswith(".pdf") and os.path.isfile(source):
         try:
             from_file = read_pdf(source, doc_id=doc_id, ocr=ocr)
-        except IngestError:
-            from_file = None  # the reader managed where MuPDF did not: keep the reader's text
+        except (IngestError, OSError, *RENDER_ERRORS) as exc:
+            # the reader managed where MuPDF did not: keep the reader's text, and say so
+            reason = exc.reason if isinstance(exc, IngestError) else str(exc)
+            warnings.append(
+                f"{source}: indexed from the reader's text only, without page images, outline "
+                f"or OCR: MuPDF cannot read the file ({reason})"
+            )
     if _unpaged(documents):
         if from_file is not None and from_file.n_pages > 1:  # its pages come from the file
             texts = {p.page: p.text for p in from_file.pages}
@@ -221,7 +300,10 @@ def parse_documents(
     are stored as absolute paths, so pages render from any working directory.
     """
     named = [(document_file(document)[1], document) for document in documents]
-    own_ids = {source for source, document in named if not names_file(document)}
+    # a Document that names no file, or only a file's name: not a path to look for on disk
+    own_ids = {source for source, document in named if not located(document)}
+    for name in {source for source, document in named if names_file(document)} & own_ids:
+        _check_one_file(name, [d for source, d in named if source == name])
     ids = _doc_ids(list(dict.fromkeys(source for source, _ in named)), root, own_ids)
     groups: dict[str, tuple[str, list[Document]]] = {}
     failures: list[IngestError] = []

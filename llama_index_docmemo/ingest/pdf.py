@@ -19,6 +19,7 @@ from PIL import Image
 from llama_index_docmemo.errors import IngestError
 from llama_index_docmemo.ingest.ocr import OcrEngine, needs_ocr, ocr_pages
 from llama_index_docmemo.ingest.parsed import ParsedDocument, ParsedPage, TextLine, TocEntry
+from llama_index_docmemo.ingest.visible_text import visible_text
 
 logger = logging.getLogger(__name__)
 
@@ -71,18 +72,30 @@ def open_pdf(path: str | os.PathLike[str]) -> pymupdf.Document:
     except Exception as exc:  # MuPDF raises several types for unparsable files
         raise IngestError(str(path), f"corrupt PDF: MuPDF cannot parse it ({exc})") from exc
     try:
-        if doc.needs_pass:
-            raise IngestError(str(path), "encrypted: the file is password-protected")
-        if doc.page_count == 0:
-            raise IngestError(str(path), "no pages")
-        if doc.is_repaired and not _ends_with_eof(path):
-            raise IngestError(
-                str(path), "truncated: the file ends before its %%EOF marker (incomplete copy?)"
-            )
+        _check_document(doc, path)
     except BaseException:
         doc.close()
         raise
     return doc
+
+
+def _check_document(doc: pymupdf.Document, path: Path) -> None:
+    """Raise IngestError unless the opened file has pages MuPDF can count (a truncated file
+    may open and then fail on its page tree: ``code=7: Invalid number of pages``)."""
+    try:
+        if doc.needs_pass:
+            raise IngestError(str(path), "encrypted: the file is password-protected")
+        pages = doc.page_count
+    except RENDER_ERRORS as exc:
+        raise IngestError(
+            str(path), f"corrupt PDF: MuPDF cannot read its pages ({exc}); truncated copy?"
+        ) from exc
+    if pages == 0:
+        raise IngestError(str(path), "no pages")
+    if doc.is_repaired and not _ends_with_eof(path):
+        raise IngestError(
+            str(path), "truncated: the file ends before its %%EOF marker (incomplete copy?)"
+        )
 
 
 def _image_cover(page: pymupdf.Page) -> float:
@@ -111,9 +124,11 @@ def _styled_lines(page_dict: dict, page_no: int) -> list[TextLine]:
 def _read_page(
     page: pymupdf.Page, page_no: int, with_lines: bool
 ) -> tuple[ParsedPage, list[TextLine]]:
-    """Text layer of one page; a page that needs OCR comes back marked ``unread``."""
+    """Text layer of one page (the text a reader can see, ``ingest/visible_text.py``); a page that
+    needs OCR comes back marked ``unread``."""
     textpage = page.get_textpage(flags=pymupdf.TEXTFLAGS_TEXT)
-    text = page.get_text("text", textpage=textpage)
+    page_dict = page.get_text("dict", textpage=textpage)
+    text = visible_text(page, textpage, page_dict)
     rect = page.rect
     parsed = ParsedPage(page=page_no, text=text.strip(), width=rect.width, height=rect.height)
     if needs_ocr(text, lambda: _image_cover(page)):
@@ -121,7 +136,7 @@ def _read_page(
         return parsed, []
     if not with_lines:
         return parsed, []
-    return parsed, _styled_lines(page.get_text("dict", textpage=textpage), page_no)
+    return parsed, _styled_lines(page_dict, page_no)
 
 
 def read_pdf(
@@ -143,12 +158,15 @@ def read_pdf(
     path = Path(path)
     with open_pdf(path) as doc:
         version = file_sha256(path)
-        toc = [
-            TocEntry(level=level, title=" ".join(title.split()), page=target)
-            for level, title, target, *_ in doc.get_toc(simple=True)
-            if title.strip() and 1 <= target <= doc.page_count
-        ]
-        title = " ".join((doc.metadata or {}).get("title", "").split())
+        try:
+            toc = [
+                TocEntry(level=level, title=" ".join(title.split()), page=target)
+                for level, title, target, *_ in doc.get_toc(simple=True)
+                if title.strip() and 1 <= target <= doc.page_count
+            ]
+            title = " ".join((doc.metadata or {}).get("title", "").split())
+        except RENDER_ERRORS as exc:
+            raise IngestError(str(path), f"corrupt PDF: cannot read its outline ({exc})") from exc
         pages: list[ParsedPage] = []
         lines: list[TextLine] = []
         for index in range(doc.page_count):
@@ -194,11 +212,11 @@ def render_page(path: str | os.PathLike[str], page: int, long_side: int = 1500) 
     with open_pdf(path) as doc:
         if not 1 <= page <= doc.page_count:
             raise IngestError(str(path), f"no such page (the file has {doc.page_count})", page=page)
-        pdf_page = doc[page - 1]
-        scale = long_side / max(pdf_page.rect.width, pdf_page.rect.height)
         try:
+            pdf_page = doc[page - 1]
+            scale = long_side / max(pdf_page.rect.width, pdf_page.rect.height)
             pix = pdf_page.get_pixmap(matrix=pymupdf.Matrix(scale, scale), alpha=False)
-        except RENDER_ERRORS as exc:
+        except (*RENDER_ERRORS, ZeroDivisionError) as exc:
             raise IngestError(str(path), f"cannot render the page: {exc}", page=page) from exc
         return Image.frombytes("RGB", (pix.width, pix.height), pix.samples)
 

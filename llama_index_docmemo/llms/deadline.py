@@ -12,7 +12,8 @@ seconds can hold a request for ever. Three pieces close that gap:
   every request made inside it.
 
 The transport also marks a 5xx that refuses the structured-output form as not to be retried
-(see :func:`_refusal_not_retried`). The deadline travels with each HTTP request as the header :data:`DEADLINE_HEADER` (a
+(see :func:`_refusal_not_retried`), and a reply asking for a wait past the deadline
+(:func:`_wait_not_retried`). The deadline travels with each HTTP request as the header :data:`DEADLINE_HEADER` (a
 ``time.monotonic()`` instant, read and removed by the transport, never sent).
 """
 
@@ -22,6 +23,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import contextvars
+import email.utils
 import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -188,6 +190,33 @@ def _refusal_not_retried(response: httpx.Response) -> httpx.Response:
     return response
 
 
+def retry_after(response: httpx.Response) -> float | None:
+    """The seconds a reply asks the client to wait before trying again (``Retry-After-Ms``,
+    ``Retry-After`` in seconds or as an HTTP date), None when it asks nothing."""
+    headers = response.headers
+    try:
+        if "retry-after-ms" in headers:
+            return float(headers["retry-after-ms"]) / 1000
+        if "retry-after" in headers:
+            return float(headers["retry-after"])
+    except ValueError:
+        when = email.utils.parsedate_tz(headers["retry-after"])
+        if when is not None:
+            return email.utils.mktime_tz(when) - time.time()
+    return None
+
+
+def _wait_not_retried(response: httpx.Response, at: float | None) -> httpx.Response:
+    """A reply asking for a wait past the deadline (429 with ``Retry-After: 60``), marked
+    ``x-should-retry: false``: the client then raises it at once (HTTP 429 and the server's
+    message), instead of sleeping until the deadline and reporting a server that did not
+    answer."""
+    wait = retry_after(response)
+    if at is not None and wait is not None and wait > at - time.monotonic():
+        response.headers["x-should-retry"] = "false"
+    return response
+
+
 class DeadlineTransport(httpx.BaseTransport):
     """Wraps an ``httpx`` transport: applies the deadline a request carries in its header,
     and keeps the client from retrying a refusal of the structured-output form."""
@@ -199,7 +228,7 @@ class DeadlineTransport(httpx.BaseTransport):
         at = _pop_deadline(request)
         if at is not None:
             _shrink_timeouts(request, at)
-        response = self._inner.handle_request(request)
+        response = _wait_not_retried(self._inner.handle_request(request), at)
         if response.status_code >= 500:
             response.read()
             return _refusal_not_retried(response)
@@ -221,7 +250,7 @@ class AsyncDeadlineTransport(httpx.AsyncBaseTransport):
         at = _pop_deadline(request)
         if at is not None:
             _shrink_timeouts(request, at)
-        response = await self._inner.handle_async_request(request)
+        response = _wait_not_retried(await self._inner.handle_async_request(request), at)
         if response.status_code >= 500:
             await response.aread()
             return _refusal_not_retried(response)

@@ -56,7 +56,7 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr, field_validator
 from llama_index.core.llms import LLM
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
-from llama_index.llms.openai.utils import from_openai_message, to_openai_message_dicts
+from llama_index.llms.openai.utils import to_openai_message_dicts
 
 from llama_index_docmemo.blocking import to_thread
 from llama_index_docmemo.errors import LLMError
@@ -81,6 +81,7 @@ from llama_index_docmemo.llms.images import (
     image_header,
     sizing_for,
 )
+from llama_index_docmemo.llms.reply_shape import READ_ERRORS, chat_response, malformed, unreadable
 from llama_index_docmemo.llms.servers import ServerMemory
 from llama_index_docmemo.llms.structured import StructuredMode, normalise_mode
 from llama_index_docmemo.llms.structured_predict import ServerStructuredOutput
@@ -88,30 +89,7 @@ from llama_index_docmemo.llms.structured_predict import ServerStructuredOutput
 logger = logging.getLogger(__name__)
 
 DEFAULT_CONTEXT_WINDOW = 32768
-
-
-def _usage(response: Any) -> dict[str, int]:
-    usage = getattr(response, "usage", None)
-    if usage is None:
-        return {}
-    return {
-        "prompt_tokens": usage.prompt_tokens or 0,
-        "completion_tokens": usage.completion_tokens or 0,
-        "total_tokens": usage.total_tokens or 0,
-    }
-
-
-def chat_response(response: Any, where: str) -> ChatResponse:
-    """The :class:`ChatResponse` of a raw chat completion, or an :class:`LLMError` naming
-    ``where`` and what the reply lacks (a server answering 200 with no choice to read)."""
-    choices = getattr(response, "choices", None)
-    if not choices or getattr(choices[0], "message", None) is None:
-        raise LLMError(f"{where}: the reply has no message to read ({str(response)[:200]!r})")
-    return ChatResponse(
-        message=from_openai_message(choices[0].message, modalities=["text"]),
-        raw=response,
-        additional_kwargs=_usage(response),
-    )
+_EMPTY_STREAM = "a stream without a single chunk (a body that is not server-sent events?)"
 
 
 def _stream_responses(chunks: Any) -> ChatResponseGen:
@@ -402,7 +380,7 @@ class OpenAICompatible(ServerStructuredOutput, LLM):
         """The :class:`LLMError` for a failed request (an overflow teaches the window)."""
         failure = llm_failure(
             exc,
-            where=f"LLM endpoint {self.api_base} (model {self.model})",
+            where=self._where,
             deadline=self.request_deadline,
             max_retries=self.max_retries,
             reply_tokens=self.max_tokens or 0,
@@ -443,6 +421,8 @@ class OpenAICompatible(ServerStructuredOutput, LLM):
             )
         except (openai.OpenAIError, DeadlineExceeded) as exc:
             raise self._failure(exc) from exc
+        except READ_ERRORS as exc:  # the client could not read the body
+            raise unreadable(self._where, exc) from exc
         return chat_response(reply, self._where)
 
     @llm_chat_callback()
@@ -457,6 +437,8 @@ class OpenAICompatible(ServerStructuredOutput, LLM):
             reply = await await_with_deadline(client.chat.completions.create(**request), at)
         except (openai.OpenAIError, DeadlineExceeded) as exc:
             raise self._failure(exc) from exc
+        except READ_ERRORS as exc:  # the client could not read the body
+            raise unreadable(self._where, exc) from exc
         return chat_response(reply, self._where)
 
     @llm_chat_callback()
@@ -465,11 +447,18 @@ class OpenAICompatible(ServerStructuredOutput, LLM):
         request, at = self._timed(self._request(messages, stream=True, **kwargs))
 
         def guarded() -> ChatResponseGen:
+            received = 0
             try:
                 chunks = self._sync_client().chat.completions.create(**request)
-                yield from iterate_with_deadline(_stream_responses(chunks), at)
+                for response in iterate_with_deadline(_stream_responses(chunks), at):
+                    received += 1
+                    yield response
             except (openai.OpenAIError, httpx.HTTPError, DeadlineExceeded) as exc:
                 raise self._failure(exc) from exc
+            except READ_ERRORS as exc:  # a chunk the client or LlamaIndex could not read
+                raise unreadable(self._where, exc) from exc
+            if not received:
+                raise malformed(self._where, _EMPTY_STREAM)
 
         return guarded()
 
@@ -482,12 +471,18 @@ class OpenAICompatible(ServerStructuredOutput, LLM):
         request, at = self._timed(request)
 
         async def guarded() -> ChatResponseAsyncGen:
+            received = 0
             try:
                 chunks = await await_with_deadline(client.chat.completions.create(**request), at)
                 async for response in aiterate_with_deadline(_astream_responses(chunks), at):
+                    received += 1
                     yield response
             except (openai.OpenAIError, httpx.HTTPError, DeadlineExceeded) as exc:
                 raise self._failure(exc) from exc
+            except READ_ERRORS as exc:  # a chunk the client or LlamaIndex could not read
+                raise unreadable(self._where, exc) from exc
+            if not received:
+                raise malformed(self._where, _EMPTY_STREAM)
 
         return guarded()
 

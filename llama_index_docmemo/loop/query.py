@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import llama_index.core.instrumentation as instrument
 import numpy as np
@@ -66,14 +66,21 @@ from llama_index_docmemo.memory.schema import DocumentSchema, SchemaMemory
 from llama_index_docmemo.reasoning.base import summarize_evidence
 from llama_index_docmemo.reasoning.replies import sanitize_feedback
 from llama_index_docmemo.selection import Selection, candidate_pool, select_pages
-from llama_index_docmemo.step_runtime import Steps, arun, either, offload, run
+from llama_index_docmemo.step_runtime import Call, Steps, arun, either, offload, run
 from llama_index_docmemo.trace import (
     DocumentBelief,
     PageScore,
     RoundTrace,
     StopReason,
 )
-from llama_index_docmemo.types import Feedback, PageFilter, PageHit, PageRecord, PageRef
+from llama_index_docmemo.types import (
+    Feedback,
+    PageFilter,
+    PageHit,
+    PageRecord,
+    PageRef,
+    QueryEmbedding,
+)
 
 if TYPE_CHECKING:
     from llama_index.core.postprocessor.types import BaseNodePostprocessor
@@ -105,6 +112,7 @@ class DocMemoLoop:
         self.read: set[PageRef] = set()
         self.round = 0
         self.llm_calls = 0
+        self.valid_replies = 0  # readings whose reply was the structured reply asked for
         self.pages_known = 0  # pages of the documents among the candidates so far
         self.scope_pages: int | None = None  # counted by the store only when needed
         self.rounds: list[RoundTrace] = []
@@ -144,6 +152,10 @@ class DocMemoLoop:
             while self.stop is None:
                 if self.clock.passed():
                     self.stop = "deadline"
+                    self.error = self.error or (
+                        f"the query's deadline of {self.config.budget.max_seconds:g} s "
+                        f"(max_seconds) passed after {self.round} rounds"
+                    )
                     break
                 selection = yield from self.select()
                 dispatcher.event(
@@ -234,7 +246,7 @@ class DocMemoLoop:
             if self.documents is not None:
                 yield from self._document_candidates(query, embedding, k)
             chosen = self._choose(k, lam)
-            if self.parts.reranker is not None and rerank_can_change(chosen, k):
+            if self.parts.reranker is not None and self._may_rerank(chosen, k):
                 try:
                     stage = self._reranked(self.parts.reranker, query, chosen, k)
                     chosen = yield from self.clock.bound(stage)
@@ -244,6 +256,13 @@ class DocMemoLoop:
             selection = self._selection(query, lam, hits, scores, chosen[:k], started)
             ended(selected_nodes(self.snapshot(), selection))
         return selection
+
+    def _may_rerank(self, chosen: list[PageRef], k: int) -> bool:
+        """Reranking can change the pages read, and the call budget holds its call besides
+        the reading's (charged before it is made; a reranking never takes a reading's call)."""
+        needed = 1 + (self.parts.reader is not None)
+        left = self._calls_left()
+        return rerank_can_change(chosen, k) and (left is None or left >= needed)
 
     def _load_schemas(self, hits: list[PageHit]) -> Steps[list[DocumentSchema]]:
         """Schemas of the hits' documents not seen before (their versions pinned); returns
@@ -266,7 +285,7 @@ class DocMemoLoop:
             and (ids is None or len(ids) > 1)
         )
 
-    def _document_stage(self, query: str, embedding: object) -> Steps[list[PageHit]]:
+    def _document_stage(self, query: str, embedding: QueryEmbedding) -> Steps[list[PageHit]]:
         """The round's search over the whole scope (``document_search_pages`` deep, once a
         query text), its new documents' schemas and cards, their priors; returns the page
         candidates (``candidates`` best). On round 1 it decides whether the candidates span
@@ -302,7 +321,7 @@ class DocMemoLoop:
         self.cards.update((yield from self.parts.levers.cards(schemas, hits, self.scope)))
         self.card_match = card_scores(self.question, self.cards.values())
 
-    def _document_candidates(self, query: str, embedding: object, k: int) -> Steps[None]:
+    def _document_candidates(self, query: str, embedding: QueryEmbedding, k: int) -> Steps[None]:
         """Allot the round's ``k`` pages across documents by their beliefs, then search each
         allotted document for its own candidates (once a query text and document): the
         levers' searches run inside it, never over the whole scope."""
@@ -478,47 +497,95 @@ class DocMemoLoop:
         """One reading of the selected pages (with crops of their tables and figures); None
         when there is no reader or the budget or the deadline is spent."""
         reader = self.parts.reader
-        if reader is None or not self._budget_left() or self.clock.passed():
+        left = self._calls_left()
+        if reader is None or (left is not None and left < 1) or self.clock.passed():
             return None
-        crops: list[NodeWithScore] = []
-        cropper = self.parts.crops
-        if cropper is not None and self.config.loop.adaptive_granularity:
-            bundle = QueryBundle(selection.query)
-            found = yield either(
-                cropper.postprocess_nodes,
-                cropper.apostprocess_nodes,
-                selected_nodes(self.snapshot(), selection),
-                bundle,
-            )
-            crops = capped_crops(found, self.crops, self.config.loop.max_table_crops)
+        crops = yield from self._crops(selection)
+        if crops is None:  # the deadline passed while the pages were analysed
+            self.clock.cut = True
+            return None
         self.crops.extend(crops)
-        reading = reading_input(self.snapshot(), selection, crops)
+        # this round's reranking is charged already, and a reading told it is the last one
+        state = replace(self.snapshot(), llm_calls=self._calls_made())
+        reading = reading_input(state, selection, crops)
         try:
             with counting_llm_calls(self.round_cost):
-                return (yield from self.clock.bound(reader.read(reading)))
-        except DeadlineExceeded:
-            self.clock.cut = True
+                feedback = yield from self.clock.bound(reader.read(reading))
+        except DeadlineExceeded as error:
+            self._out_of_time(error)
+            return None
         except Exception as error:  # noqa: BLE001 - an LLM class's own errors, sorted below
             if not is_llm_failure(error):
                 raise  # a fault of the code, never taken for the LLM's
             if self.clock.passed():
-                self.clock.cut = True  # the request's own deadline, set to the query's
+                self._out_of_time(error)  # the request's own deadline, set to the query's
             else:
                 self._llm_failed(error)
-        return None
+            return None
+        self._check_reply(feedback, reading.final_round)
+        return feedback
+
+    def _crops(self, selection: RoundSelection) -> Steps[list[NodeWithScore] | None]:
+        """Crops of the selected pages' tables and figures, under the query's clock (layout
+        analysis of a page of many drawings takes seconds: it is cut at the deadline, and
+        runs off the event loop); None when the deadline cut it."""
+        cropper = self.parts.crops
+        if cropper is None or not self.config.loop.adaptive_granularity:
+            return []
+        call = either(
+            cropper.postprocess_nodes,
+            cropper.apostprocess_nodes,
+            selected_nodes(self.snapshot(), selection),
+            QueryBundle(selection.query),
+        )
+        try:
+            found = yield from self.clock.bound(_one(call))
+        except DeadlineExceeded:
+            return None
+        return capped_crops(found, self.crops, self.config.loop.max_table_crops)
+
+    def _check_reply(self, feedback: Feedback, final: bool) -> None:
+        """A reply that was not the structured reply asked for brings no labels and the query
+        goes on; when the last reading comes and no reply of this query was valid, the query
+        ends with the LLM's failure (never as a plain "not found")."""
+        if feedback.problem is None:
+            self.valid_replies += 1
+        elif final and not self.valid_replies:
+            self._llm_failed(LLMError(f"no reply of this query was usable: {feedback.problem}"))
+
+    def _where(self) -> str:
+        """The reader's LLM as an error names it (model and URL)."""
+        llm = getattr(self.parts.reader, "llm", None)
+        return endpoint(llm) if llm is not None else type(self.parts.reader).__name__
+
+    def _out_of_time(self, error: Exception) -> None:
+        """The query's deadline cut the reader's request: the error says so, naming the LLM
+        (stop "llm_error" when it never answered this query, else "deadline")."""
+        self.clock.cut = True
+        limit = self.config.budget.max_seconds
+        within = "its deadline" if limit is None else f"the query's deadline of {limit:g} s"
+        self.error = f"{self._where()}: no answer within {within} (max_seconds): {describe(error)}"
 
     def _llm_failed(self, error: Exception) -> None:
         """The reader's LLM failed: with pages read, the query ends keeping what was found
         (stop "llm_error", the error in the trace); with none, there is nothing to keep."""
-        llm = getattr(self.parts.reader, "llm", None)
-        where = endpoint(llm) if llm is not None else type(self.parts.reader).__name__
-        message = f"{where}: {error if isinstance(error, LLMError) else describe(error)}"
+        message = f"{self._where()}: {error if isinstance(error, LLMError) else describe(error)}"
         if not self.read:
             raise LLMError(
                 f"the reader's LLM failed before any page was read: {message}; check that the "
                 "server is up and reachable at that URL, the model name, and the API key"
             ) from error
         self.error = message  # the stop policy ends the query on it ("llm_error")
+
+    def _calls_made(self) -> int:
+        """LLM calls of this query so far, this round's (before its update) included."""
+        return self.llm_calls + self.round_cost.calls
+
+    def _calls_left(self) -> int | None:
+        """Calls ``max_llm_calls`` still allows in this round (None: no cap), those kept for a
+        final answer set aside."""
+        cap = self.config.budget.max_llm_calls
+        return None if cap is None else cap - self.parts.reserved_llm_calls - self._calls_made()
 
     def _budget_left(self) -> bool:
         cap = self.config.budget.max_llm_calls
@@ -622,7 +689,8 @@ class DocMemoLoop:
             explored=self._explored(selection.round),
             out_of_time=self.clock.passed(),
             calls_left=self._budget_left(),
-            llm_failed=self.error is not None,
+            # a deadline after the LLM answered ends as "deadline" (the error still says why)
+            llm_failed=self.error is not None and not (self.clock.cut and self.read),
             has_reader=self.parts.reader is not None,
         )
 
@@ -640,3 +708,8 @@ class DocMemoLoop:
         if reader is not None:
             return "need_more", reader.synthesize(self.question, evidence, draft)
         return "need_more", summarize_evidence(evidence, draft)
+
+
+def _one(call: Call) -> Steps[Any]:
+    """A single call as steps (what :meth:`QueryClock.bound` takes)."""
+    return (yield call)

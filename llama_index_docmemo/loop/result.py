@@ -138,6 +138,8 @@ def build_result(state: QuerySnapshot, status: str, answer: str) -> Steps[DocMem
     sources = evidence + [c for c in state.crops if node_ref(c) in useful]
     cited = mark_sources(cited, sources, state.config.answer.citation_markers)
     answer = cited.answer
+    if not sources and state.error is not None:  # cut short: what round 1 would have read
+        sources = unread_candidates(state)
     reader = state.reader
     decide = getattr(reader, "images_now", None)  # after a refusal a server gets text
     choice = decide() if callable(decide) else None
@@ -159,17 +161,56 @@ def build_result(state: QuerySnapshot, status: str, answer: str) -> Steps[DocMem
                 score=n.score or 0.0,
             )
             for n in sources
-            if is_page(n)
+            if is_page(n) and not n.node.metadata.get("unread")
         ],
         citations=cited.citations,
         abstained=cited.abstained,
         llm_calls=state.llm_calls,
         seconds=state.seconds,
         reader=reader.name if reader is not None else "",
-        images=bool(choice.send) if choice is not None else False,
-        images_reason=choice.reason if choice is not None else "",
+        images=images_shown(state, bool(choice.send) if choice is not None else False),
+        images_reason=images_reason(state, choice.reason if choice is not None else ""),
     )
     return DocMemoResult(answer=answer, status=status, source_nodes=sources, trace=trace)
+
+
+def _fileless(state: QuerySnapshot) -> list[str]:
+    """The documents of the pages read that have no file to render (indexed from text alone)."""
+    records = [state.records[r] for r in state.read if r in state.records]
+    if not records or any(Path(r.source).is_file() for r in records):
+        return []
+    return sorted({r.doc_id for r in records})
+
+
+def images_shown(state: QuerySnapshot, chosen: bool) -> bool:
+    """Whether the reader was shown page images: chosen, and a page read had a file."""
+    return chosen and not _fileless(state)
+
+
+def images_reason(state: QuerySnapshot, chosen: str) -> str:
+    """Why (not) images: the reader's choice, or the pages read having no file."""
+    fileless = _fileless(state)
+    if not fileless:
+        return chosen
+    return (
+        f"no page images: {', '.join(fileless)} were indexed without their PDF file (their "
+        "Documents carried no file_path), so their pages were read as text"
+    )
+
+
+def unread_candidates(state: QuerySnapshot) -> list[NodeWithScore]:
+    """Round 1's chosen pages, best first, marked ``unread`` in their metadata: what a query
+    cut by its deadline or its LLM's failure before any evidence still gives an app to show."""
+    if not state.rounds:
+        return []
+    nodes = []
+    for chosen in sorted(state.rounds[0].selected, key=lambda s: -s.score):
+        record = state.records.get(PageRef(chosen.doc, chosen.page))
+        if record is not None:
+            node = page_node(record)
+            node.metadata["unread"] = True
+            nodes.append(PageWithScore(node=node, score=chosen.score))
+    return nodes
 
 
 def round_trace(

@@ -130,6 +130,8 @@ class CropPostprocessor(BaseNodePostprocessor):
         """A page whose PDF cannot be read gets no crops: crops refine an answer, they must not break it."""
         meta = node.node.metadata
         version = str(meta.get("doc_version") or meta.get("doc_id", ""))
+        if not Path(str(meta.get("source", ""))).is_file():  # indexed from text: said then
+            return []
         try:
             return self._page_blocks(version, str(meta.get("source", "")), int(meta["page"]), docs)
         except (IngestError, *RENDER_ERRORS) as exc:  # e.g. FzErrorLimit on an oversized page

@@ -155,7 +155,8 @@ def reading_prompt(
         head.append("Outline of the documents:\n" + fenced(clip_lines(inp.outline, outline_chars)))
     head.append(f"Question: {inp.question}")
     if inp.query.strip() and inp.query.strip() != inp.question.strip():
-        head.append(f"Search query used this round: {inp.query}")
+        # an earlier reply wrote it (and documents may have steered that reply): data, fenced
+        head.append("Search query used this round:\n" + fenced(clip(inp.query, 500)))
     progress = f"Reading round {inp.round}."
     if inp.pages_in_scope:
         progress += f" Pages read so far: {inp.pages_read_total} of {inp.pages_in_scope}."
@@ -169,10 +170,7 @@ def reading_prompt(
         lines = _evidence_lines(inp.evidence, max_evidence, 300)
         head.append("Notes from earlier rounds:\n" + fenced("\n".join(lines)))
     if inp.missing:
-        head.append(
-            "Still missing after earlier rounds:\n"
-            + "\n".join(f"- {clip(m, 200)}" for m in inp.missing[:8])
-        )
+        head.append("Still missing after earlier rounds:\n" + _missing_lines(inp.missing))
     head.append(f"Pages shown now, numbered [1] to [{n}]. Use these numbers in your reply.")
     parts: list[Part] = ["\n\n".join(head)]
     for i, page in enumerate(inp.pages):
@@ -199,6 +197,11 @@ def reading_prompt(
     return parts
 
 
+def _missing_lines(missing: Sequence[str]) -> str:
+    """What earlier replies said is still missing (their words: fenced as untrusted)."""
+    return fenced("\n".join(f"- {clip(m, 200)}" for m in missing[:8]))
+
+
 def rerank_prompt(
     question: str,
     query: str,
@@ -215,11 +218,11 @@ def rerank_prompt(
     page images of the candidates in ``images`` after their descriptions)."""
     lines = [f"Question: {question}"]
     if query.strip() and query.strip() != question.strip():
-        lines.append(f"Current search query: {query}")
+        lines.append("Current search query:\n" + fenced(clip(query, 500)))
     if evidence:
         lines.append("Found so far:\n" + fenced("\n".join(_evidence_lines(evidence, 15, 200))))
     if missing:
-        lines.append("Still missing:\n" + "\n".join(f"- {clip(m, 200)}" for m in missing[:8]))
+        lines.append("Still missing:\n" + _missing_lines(missing))
     rows = []
     for i, page in enumerate(candidates):
         about = page.summary or page.text

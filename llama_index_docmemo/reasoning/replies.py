@@ -80,14 +80,15 @@ def sanitize_feedback(
 
     Labels follow :func:`exclusive_labels`; at most ``max_labels`` survive per kind, which
     bounds how far one round can move the beliefs. Returns the copy and the number of labels
-    and notes dropped.
+    and notes dropped, here and by the reader (``feedback.dropped``).
     """
     useful, irrelevant = exclusive_labels(feedback.useful_pages, feedback.irrelevant_pages, shown)
     useful, irrelevant = useful[:max_labels], irrelevant[:max_labels]
     readable = set(shown) | set(read)
     notes = [n for n in feedback.notes if n.page in readable]
     dropped = (
-        len(feedback.useful_pages)
+        feedback.dropped  # what the reader left out already (numbers of pages never shown)
+        + len(feedback.useful_pages)
         + len(feedback.irrelevant_pages)
         + len(feedback.notes)
         - len(useful)
@@ -108,15 +109,15 @@ def feedback_of(reply: FeedbackReply, refs: Sequence[PageRef], limits: ReplyLimi
     useful, irrelevant = exclusive_labels(
         _resolve(reply.useful_pages, refs), _resolve(reply.irrelevant_pages, refs), refs
     )
+    dropped = len(reply.useful_pages) + len(reply.irrelevant_pages) - len(useful) - len(irrelevant)
     notes: list[EvidenceNote] = []
     for note in reply.notes:
         page = _resolve([note.page], refs)
         fact = clip(note.fact, limits.fact_chars)
-        if page and fact:
+        dropped += not page
+        if page and fact and len(notes) < limits.max_notes:
             quote = clip(note.quote, limits.quote_chars)
             notes.append(EvidenceNote(page=page[0], fact=fact, quote=quote))
-        if len(notes) >= limits.max_notes:
-            break
     wanted = [m for m in reply.missing if m.strip()][: limits.max_missing]
     missing = [clip(m, limits.missing_chars) for m in wanted]
     answer = clip(reply.answer, limits.answer_chars) if reply.answer else None
@@ -130,6 +131,7 @@ def feedback_of(reply: FeedbackReply, refs: Sequence[PageRef], limits: ReplyLimi
         missing=missing,
         refined_query=refined or None,
         status=status,
+        dropped=dropped,
     )
 
 

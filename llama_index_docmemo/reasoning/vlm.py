@@ -159,7 +159,8 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
             memory=self.server_memory,
         )
         if reply is None:  # malformed: the round brings no labels, the query goes on
-            return Feedback(status="need_more")
+            problem = f"its reply was not a valid {FeedbackReply.__name__} (the JSON asked for)"
+            return Feedback(status="need_more", problem=problem)
         return feedback_of(reply, [p.ref for p in inp.pages], self.limits)
 
     def reason(self, inp: ReasoningInput) -> Feedback:

@@ -25,7 +25,9 @@ from llama_index_docmemo.ingest.layout.blocks import (
     iou,
     union_box,
 )
+from llama_index_docmemo.ingest.layout.drawing_clusters import cluster_boxes
 from llama_index_docmemo.ingest.layout.raster_regions import blank_boxes, ink_mask, raster_regions
+from llama_index_docmemo.ingest.visible_text import visible_clip_text
 
 SOURCE = "pymupdf"
 _CAPTION_START = re.compile(
@@ -54,6 +56,11 @@ class DetectOptions:
             is cut too, its words blanked first.
         group_figures_over: a page with more figures/charts than this also gets one block spanning
             them all.
+        max_vector_items: vector items (lines, rectangles, curves) above which neither the
+            layout model nor the line table finder runs on a page: the finder's time grows with
+            the square of the items (400 ruled cells: 4 s; 1,800: 16 s; 8,000 squares:
+            minutes), the model's with their number (8,000: 6 s); such a page's drawings still
+            give chart regions (clustered in linear time), its images figures.
     """
 
     layout_model: bool = True
@@ -67,6 +74,7 @@ class DetectOptions:
     raster_dpi: int = 36
     raster_gap: float = 14.0
     raster_fine_gap: float | None = 8.0
+    max_vector_items: int = 1500
 
 
 def layout_model_available() -> bool:
@@ -105,7 +113,11 @@ def _detect_page(doc: pymupdf.Document, page_no: int, opts: DetectOptions) -> li
         raise IngestError(doc.name, f"page {page_no} outside 1..{doc.page_count}", page=page_no)
     page = doc[page_no - 1]
     page_box: BBox = tuple(page.rect)  # type: ignore[assignment]
-    regions = _layout_regions(page, opts)
+    drawings = page.get_cdrawings()
+    # the layout model and the line table finder slow down with every vector item (a page of
+    # 8,000 squares: 6 s and minutes); past the cap, clusters, images and raster cuts remain
+    dense = sum(len(d.get("items", ())) for d in drawings) > opts.max_vector_items
+    regions = [] if dense else _layout_regions(page, opts)
     # A sliver the model calls a picture (a row of axis labels) is no figure and must not hide one.
     pictures = [
         r for r in regions if r.kind == "figure" and min(r.width, r.height) >= opts.min_side
@@ -116,13 +128,13 @@ def _detect_page(doc: pymupdf.Document, page_no: int, opts: DetectOptions) -> li
     images = [_box(info["bbox"]) for info in page.get_image_info()]
     tables = [
         t
-        for t in _tables(page, opts)
+        for t in ([] if dense else _tables(page, opts))
         if not any(_nested(t.bbox, p.bbox) for p in pictures)
         and not any(_part_of(t.bbox, m.bbox) for m in model_tables)
         and not _holds_images(t.bbox, images)
     ]
     tables += [m for m in model_tables if all(iou(m.bbox, t.bbox) < 0.5 for t in tables)]
-    graphics = _graphics(page, pictures, tables, page_box, opts) + _picture_page_regions(
+    graphics = _graphics(drawings, images, pictures, tables, page_box, opts) + _picture_page_regions(
         page, page_box, opts
     )
     captions = [r for r in regions if r.kind == "caption"] + _caption_lines(page, regions)
@@ -267,23 +279,20 @@ def _tables(page: pymupdf.Page, opts: DetectOptions) -> list[_Region]:
 
 
 def _graphics(
-    page: pymupdf.Page,
+    drawings: list[dict[str, Any]],
+    images: list[BBox],
     pictures: list[_Region],
     tables: list[_Region],
     page_box: BBox,
     opts: DetectOptions,
 ) -> list[_Region]:
-    """Figures the layout model found, as it drew them, plus the charts (vector drawing clusters) and
-    raster images it missed, merged: the model's picture box is the tighter one, while merging it
-    with nearby drawings joins neighbouring figures into one region."""
+    """Figures the layout model found, as it drew them, plus the charts (vector drawing clusters,
+    in time linear in the drawings: :mod:`.drawing_clusters`) and raster images it missed,
+    merged: the model's picture box is the tighter one, while merging it with nearby drawings
+    joins neighbouring figures into one region."""
     max_area = opts.max_page_share * area(page_box)
-    drawings = page.get_drawings()
-    clusters = page.cluster_drawings(drawings=drawings) if drawings else []
     candidates: list[_Region] = []
-    images = [_box(info["bbox"]) for info in page.get_image_info()]
-    for rect in clusters:
-        box = _box(rect)
-        members = sum(1 for d in drawings if containment(_box(d["rect"]), box) > 0.9)
+    for box, members in cluster_boxes([_box(d["rect"]) for d in drawings], page_box):
         if members >= 3 and not _holds_images(box, images):
             candidates.append(_Region("chart", box))
     candidates += [_Region("figure", box) for box in images]
@@ -402,7 +411,7 @@ def _caption_for(
 
 
 def _clip_text(page: pymupdf.Page, box: BBox) -> str:
-    return " ".join(page.get_text("text", clip=pymupdf.Rect(box)).split())
+    return " ".join(visible_clip_text(page, pymupdf.Rect(box)).split())
 
 
 def _box(value: Any) -> BBox:

@@ -1,0 +1,86 @@
+"""The streamed final answer runs under the query's ``max_seconds``: against a server that streams
+for ever, the stream ends at the deadline with the text it had, and the trace says why."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from fake_vllm_server import FakeVLLM, Reply, Request
+from llama_index.core.base.response.schema import AsyncStreamingResponse, StreamingResponse
+
+from llama_index_docmemo.config import DocMemoConfig
+from llama_index_docmemo.llms import OpenAICompatible
+from llama_index_docmemo.query_engine import DocMemoQueryEngine
+from llama_index_docmemo.types import PageFilter
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from fakes_docmemo import BagOfWordsEncoder, MemoryPageStore  # noqa: E402
+
+MODEL = "served-model"
+LIMIT = 3.0
+
+
+def reply(request: Request) -> Reply:
+    if request.body.get("stream"):
+        return Reply("The answer is", endless=0.05)  # a chunk every 50 ms, never [DONE]
+    answer = {"status": "answered", "answer": "12 percent", "useful_pages": [1], "notes": []}
+    return Reply(json.dumps(answer))
+
+
+def engine(server: FakeVLLM) -> DocMemoQueryEngine:
+    store = MemoryPageStore()
+    store.add("report.pdf", [f"page {i} about revenue growth" for i in range(1, 11)])
+    llm = OpenAICompatible(model=MODEL, api_base=server.url, multimodal=False, max_retries=0)
+    return DocMemoQueryEngine.from_defaults(
+        store=store,
+        encoder=BagOfWordsEncoder(),
+        llm=llm,
+        config=DocMemoConfig(rounds=1, adaptive_granularity=False, max_seconds=LIMIT),
+        page_filter=PageFilter(doc_ids=("report.pdf",)),
+        evidence_images=False,
+        streaming=True,
+    )
+
+
+def check(text: str, trace: dict, started: float) -> None:
+    assert time.perf_counter() - started < LIMIT + 1.5
+    assert text.startswith("The answer is") and text.count(" more") >= 3
+    assert trace["answer"] == text and "deadline" in trace["error"]
+
+
+def test_a_stream_that_never_ends_stops_at_the_deadline() -> None:
+    with FakeVLLM([], default=reply, model=MODEL, require_schema=False) as server:
+        started = time.perf_counter()
+        response = engine(server).query("revenue growth")
+        assert isinstance(response, StreamingResponse)
+        text = "".join(response.response_gen)
+    check(text, response.metadata["docmemo"], started)
+
+
+@pytest.mark.asyncio
+async def test_an_async_stream_that_never_ends_stops_at_the_deadline() -> None:
+    with FakeVLLM([], default=reply, model=MODEL, require_schema=False) as server:
+        started = time.perf_counter()
+        response = await engine(server).aquery("revenue growth")
+        assert isinstance(response, AsyncStreamingResponse)
+        text = "".join([piece async for piece in response.async_response_gen()])
+    check(text, response.metadata["docmemo"], started)
+
+
+def test_no_time_left_streams_the_loops_answer_without_asking() -> None:
+    def slow(request: Request) -> Reply:
+        found = reply(request)
+        found.delay = 0 if request.body.get("stream") else LIMIT + 0.2
+        return found
+
+    with FakeVLLM([], default=slow, model=MODEL, require_schema=False) as server:
+        response = engine(server).query("revenue growth")
+        text = "".join(response.response_gen)
+        assert not any(r.body.get("stream") for r in server.requests)
+    trace = response.metadata["docmemo"]
+    # the reader's LLM never answered before the deadline: the stop and the error say so
+    assert trace["stop_reason"] == "llm_error" and "max_seconds" in trace["error"] and text
