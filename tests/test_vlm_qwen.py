@@ -133,10 +133,12 @@ def test_a_reply_without_a_message_is_an_llm_error_naming_the_server(reply) -> N
     HTML page) ends as the package's LLMError naming the server, not an IndexError."""
     from openai.types.chat import ChatCompletion
 
-    from llama_index_docmemo.llms.openai_compatible import chat_response
+    from llama_index_docmemo.llms.reply_shape import chat_response
 
     raw = ChatCompletion.construct(**reply) if isinstance(reply, dict) else reply
-    with pytest.raises(LLMError, match=r"LLM endpoint http://x/v1 \(model m\): the reply has no"):
+    with pytest.raises(
+        LLMError, match=r"http://x/v1 \(model m\) sent a reply that is not a usable"
+    ):
         chat_response(raw, "LLM endpoint http://x/v1 (model m)")
 
 
