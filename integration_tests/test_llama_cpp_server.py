@@ -327,9 +327,17 @@ async def test_four_concurrent_aqueries_complete(server: str, indexed: Path) -> 
     with _open(indexed) as store:
         engine = DocMemoQueryEngine.from_defaults(store=store, llm=client(server), config=config)
         questions = [q.question for q in DEMO_QUESTIONS[:4]]
-        responses = await asyncio.gather(*(engine.aquery(q) for q in questions))
-    for question, response in zip(questions, responses, strict=True):
-        trace = response.metadata["docmemo"]
+        outcomes = await asyncio.gather(
+            *(engine.aquery(q) for q in questions), return_exceptions=True
+        )
+    for question, outcome in zip(questions, outcomes, strict=True):
+        if isinstance(outcome, LLMError):
+            # SmolLM2-135M's one reading can be JSON it cut short: with no usable reply the
+            # query ends as the package's error naming the server (issue 43), never "not found"
+            assert "no reply of this query was usable" in str(outcome) and server in str(outcome)
+            continue
+        assert not isinstance(outcome, BaseException), outcome
+        trace = outcome.metadata["docmemo"]
         assert trace["question"] == question and len(trace["rounds"]) == 1
         _check_trace(trace, DocMemoConfig().selection.propagation_radius)
 

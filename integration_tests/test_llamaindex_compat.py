@@ -389,7 +389,9 @@ def test_twenty_concurrent_queries_keep_their_own_llm_calls(indexed) -> None:
 
     results = asyncio.run(many())
     for result in results:
-        assert result.trace.llm_calls == alone.trace.llm_calls == 4
+        # within the cap, the rerank charged before it is made (issue 43): round 2 has room for
+        # its reading only, so it reads without reranking (3 calls, the same in every query)
+        assert result.trace.llm_calls == alone.trace.llm_calls == 3
         assert len(result.trace.rounds) == len(alone.trace.rounds) == 2
 
 
