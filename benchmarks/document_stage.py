@@ -39,9 +39,8 @@ import numpy as np
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.encoders import default_encoder
-from llama_index_docmemo.levers.document_stage import card_scores, document_scores, page_scores
+from llama_index_docmemo.levers.document_stage import card_scores, document_scores, hit_scores
 from llama_index_docmemo.levers.rounds import RoundLevers
-from llama_index_docmemo.memory.belief import normalise_scores
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.step_runtime import run
 from llama_index_docmemo.store.factory import open_store
@@ -152,12 +151,10 @@ def measure(store, encoder, corpus: list[Filing], n_queries: int, seed: int = 1)
             docs = tuple(sorted({h.record.doc_id for h in hits}))
             schemas = store.list_documents(PageFilter(doc_ids=docs))
             cards = run(stage.cards(schemas, hits, scope))
-            normalised = normalise_scores([h.score for h in hits])
-            pages = page_scores(
-                (h.record.doc_id, float(c)) for h, c in zip(hits, normalised, strict=True)
-            )
             scores = document_scores(
-                pages, card_scores(question, cards.values()), config.documents.card_weight
+                hit_scores(hits),
+                card_scores(question, cards.values()),
+                config.documents.card_weight,
             )
             times[pass_].append(time.perf_counter() - started)
         firsts = store.get_pages([PageRef(d, 1) for d in docs], scope)

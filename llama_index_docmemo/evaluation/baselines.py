@@ -35,10 +35,9 @@ from llama_index_docmemo.evaluation.datasets import QAItem
 from llama_index_docmemo.evaluation.metrics import QuestionRun
 from llama_index_docmemo.evaluation.orders import next_in_ranking, next_neighbours
 from llama_index_docmemo.events import counting_llm_calls
-from llama_index_docmemo.levers.document_stage import card_scores, document_scores, page_scores
+from llama_index_docmemo.levers.document_stage import card_scores, document_scores, hit_scores
 from llama_index_docmemo.levers.rounds import QuerySearches, RoundLevers
 from llama_index_docmemo.loop.trust import RoundOutcome, stop_reason
-from llama_index_docmemo.memory.belief import normalise_scores
 from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
 from llama_index_docmemo.step_runtime import run as run_steps
 from llama_index_docmemo.store.base import PageStore
@@ -247,12 +246,8 @@ class TwoStageRanking(FirstRoundRanking):
         docs = tuple(sorted({h.record.doc_id for h in hits}))
         schemas = self.store.list_documents(replace(scope, doc_ids=docs)) if docs else []
         cards = run_steps(levers.cards(schemas, hits, scope))
-        normalised = normalise_scores([h.score for h in hits])
-        pages = page_scores(
-            (h.record.doc_id, float(c)) for h, c in zip(hits, normalised, strict=True)
-        )
         scores = document_scores(
-            pages, card_scores(item.question, cards.values()), settings.card_weight
+            hit_scores(hits), card_scores(item.question, cards.values()), settings.card_weight
         )
         return sorted(scores, key=lambda d: (-scores[d], d))
 

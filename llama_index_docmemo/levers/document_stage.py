@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from llama_index_docmemo.memory.belief import normalise_scores
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.text import keys
+from llama_index_docmemo.types import PageHit
 
 _NAME_PARTS = re.compile(r"[_\-.\s/\\]+")
 _DATE_STAMP = re.compile(r"(?<![\d])(\d{4})(Q[1-4])", re.IGNORECASE)  # 2023Q2 -> 2023 Q2
@@ -49,6 +51,8 @@ def _forms(text: str) -> str:
     for pattern, word in FORMS:
         text = pattern.sub(lambda m, w=word: f"{m.group(0)} {w.capitalize()}", text)
     return text
+
+
 _CARD_SECTIONS = 20  # outline titles a card keeps
 
 
@@ -149,6 +153,13 @@ def page_scores(hits: Iterable[tuple[str, float]]) -> dict[str, float]:
     for doc_id, score in hits:
         best[doc_id] = max(best.get(doc_id, 0.0), float(score))
     return best
+
+
+def hit_scores(hits: Sequence[PageHit]) -> dict[str, float]:
+    """Each document's best page score among a search's hits, the scores brought to [0, 1]
+    as the loop brings them (:func:`~llama_index_docmemo.memory.belief.normalise_scores`)."""
+    normalised = normalise_scores([h.score for h in hits])
+    return page_scores((h.record.doc_id, float(c)) for h, c in zip(hits, normalised, strict=True))
 
 
 def document_scores(

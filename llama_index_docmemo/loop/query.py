@@ -36,7 +36,7 @@ from llama_index_docmemo.levers.document_stage import (
     DocumentCard,
     card_scores,
     document_scores,
-    page_scores,
+    hit_scores,
 )
 from llama_index_docmemo.levers.rounds import QuerySearches
 from llama_index_docmemo.llms.failures import describe, is_llm_failure
@@ -308,10 +308,7 @@ class DocMemoLoop:
                 )
             if new:
                 yield from self._add_cards(new, wide)
-            normalised = normalise_scores([h.score for h in wide])
-            pages = page_scores(
-                (h.record.doc_id, float(c)) for h, c in zip(wide, normalised, strict=True)
-            )
+            pages = hit_scores(wide)
             self.documents.add(document_scores(pages, self.card_match, settings.card_weight))
         return wide[: self.config.selection.candidates]
 
