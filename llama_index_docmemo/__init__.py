@@ -6,8 +6,7 @@ backends (torch for ColQwen, MinerU) are only imported when used.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from llama_index_docmemo.lazy import lazy_exports
 
 __version__ = "0.2.0"
 
@@ -79,14 +78,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'llama_index_docmemo' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

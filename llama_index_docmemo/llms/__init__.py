@@ -6,8 +6,7 @@ import ``openai`` or ``llama_index.core``.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from llama_index_docmemo.lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
     "ContextBudget": "llama_index_docmemo.llms.context",
@@ -23,14 +22,4 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'llama_index_docmemo.llms' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
