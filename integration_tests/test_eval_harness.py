@@ -242,6 +242,8 @@ def test_corpus_scope_asks_the_whole_store_and_reports_documents(
     assert documents["static-paged"]["documents_read"]["mean"] > 1.0  # beta.pdf is in the store
     md = (out / "report.md").read_text()
     assert "Scope: **corpus**" in md and "| two-stage |" in md
+    assert report["siblings"]["questions"] == 2  # the sibling count, over the whole store
+    assert f"the {report['siblings']['decidable']} questions whose gold pages" in md
     in_document = parse(*[a for a in args_list if a not in ("--scope", "corpus")])
     with pytest.raises(Exception, match="different .*scope"):
         run_eval(in_document)  # a resume must keep the scope

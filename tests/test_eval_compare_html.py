@@ -12,6 +12,7 @@ from llama_index_docmemo.evaluation.compare.records import AnswerRecord, PageCit
 from llama_index_docmemo.evaluation.compare.thumbnails import Thumbnail
 from llama_index_docmemo.evaluation.compare.totals import compare_totals
 from llama_index_docmemo.evidence.citations import Citation
+from llama_index_docmemo.trace import DocumentBelief, QueryTrace, RoundTrace
 
 BOX = [240.0, 90.0, 265.0, 105.0]
 ANSWER = "Revenue was 41.5 million; staff 9,731."
@@ -94,3 +95,43 @@ def test_each_card_links_its_citations_to_its_own_thumbnails() -> None:
     assert len(stock) == MAX_THUMBNAILS and stock[0] == ("a.pdf", 9, [BOX])  # never cut
     assert all(boxes == [] for _, _, boxes in stock[1:])
     assert "and 3 more cited pages" in cards[1]
+
+
+def test_the_docmemo_card_shows_the_document_beliefs_of_a_whole_store_question() -> None:
+    """Over several documents the DocMemo card shows which documents it weighed, best-believed
+    first, with the pages each got; a one-document question (no beliefs) shows no such table."""
+    records = [AnswerRecord(qid=q, question="?", engine="docmemo", answer="x") for q in "ab"]
+    documents = [
+        DocumentBelief(doc="b_2019.pdf", alpha=1.5, beta=3.0),
+        DocumentBelief(doc="a_2020.pdf", alpha=6.0, beta=1.0, pages=5),
+    ]
+    round_ = RoundTrace(
+        round=1, query="?", lam=0.5, candidates=[], selected=[], documents=documents
+    )
+    traces = {
+        qid: QueryTrace(
+            question="?", answer="x", status="answered", stop_reason="answered", rounds=[r]
+        )
+        for qid, r in (("a", round_), ("b", round_.model_copy(update={"documents": []})))
+    }
+    meta = {
+        "engines": ["docmemo"],
+        "docs": "d",
+        "pages_in_store": 9,
+        "questions": 2,
+        "llm": "m",
+        "judge": None,
+        "budgets": {"docmemo": "6 pages"},
+    }
+    page = render_html(
+        meta,
+        compare_totals({"docmemo": records}, "docmemo"),
+        [Question("a", "?"), Question("b", "?")],
+        {"a": records[:1], "b": records[1:]},
+        traces,
+        lambda doc, page, boxes: Thumbnail(f"pages/{doc}-{page}.png", 300, 400),
+    )
+    first, second = re.findall(r'<article class="answer".*?</article>', page)
+    assert "Document beliefs (DocMemo)" in first and "Document beliefs" not in second
+    rows = re.findall(r"<tr><td>([^<]+)</td><td>([0-9.]+)</td>.*?<td>(\d+)</td></tr>", first)
+    assert rows == [("a_2020.pdf", "0.86", "5"), ("b_2019.pdf", "0.33", "0")]

@@ -23,6 +23,7 @@ from llama_index_docmemo.evaluation.stopping import StopRule
 if TYPE_CHECKING:
     from llama_index_docmemo.evaluation.baselines import EvalEngine
     from llama_index_docmemo.reasoning.base import Reasoner
+    from llama_index_docmemo.store.base import PageStore
 
 
 @dataclass
@@ -172,6 +173,7 @@ def run_plan(plan: EvalPlan) -> int:
             judge=plan.judge_model,
             estimate=token_estimate(plan.cost_model),
             grounding=_grounding(plan, runs),
+            siblings=_siblings(plan, store),
         )
         write_plots(report, out)
         if plan.reader_map:
@@ -195,6 +197,27 @@ def run_plan(plan: EvalPlan) -> int:
 
 def _rate(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
+
+
+def _siblings(plan: EvalPlan, store: PageStore) -> dict[str, object] | None:
+    """Over the whole store, how many questions another document could answer too
+    (:mod:`.siblings`); None in document scope, where no engine sees another document."""
+    if plan.scope != "corpus":
+        return None
+    from llama_index_docmemo.evaluation.siblings import sibling_count
+    from llama_index_docmemo.types import PageFilter, PageRef
+
+    everything = PageFilter()
+    pages = {
+        schema.doc_id: [
+            (record.ref.page, record.text)
+            for record in store.get_pages(
+                [PageRef(schema.doc_id, p) for p in range(1, schema.n_pages + 1)], everything
+            )
+        ]
+        for schema in store.list_documents(everything)
+    }
+    return sibling_count(plan.dataset.items, pages).as_dict()
 
 
 def _grounding(plan: EvalPlan, runs: dict[int, dict[str, list[QuestionRun]]]) -> Any:

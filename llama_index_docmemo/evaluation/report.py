@@ -236,6 +236,16 @@ def _document_lines(report: Mapping[str, Any], label: str) -> list[str]:
             f"{_pct(never)} |"
         )
     lines.append("")
+    siblings = report.get("siblings")
+    if siblings:
+        lines += [
+            f"Another document could answer {siblings['answerable_elsewhere']} of the "
+            f"{siblings['decidable']} questions whose gold pages print figures enough to tell "
+            f"(of {siblings['questions']}): one page of it reprints at least half of each gold "
+            "page's 4+-digit figures (`evaluation/siblings.py`; gold stays the named document, "
+            "so an engine reading the sibling scores no hit).",
+            "",
+        ]
     return lines
 
 
@@ -367,8 +377,12 @@ def write_report(
     judge: str | None = None,
     estimate: TokenEstimate | None = None,
     grounding: Mapping[str, Any] | None = None,
+    siblings: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write ``report.json`` and ``report.md`` into ``out_dir``; returns the report.
+
+    ``siblings`` (:func:`.siblings.sibling_count`, whole-store runs) goes to ``report.json``'s
+    ``siblings`` and a line of the Documents section.
 
     ``judge_accuracy`` (judged by the model ``judge``) goes to ``judge.json`` and a section of
     ``report.md``; ``grounding`` (:func:`.grounding.grounding_report`) to ``report.json``'s
@@ -386,6 +400,8 @@ def write_report(
     )
     if grounding is not None:
         report["grounding"] = dict(grounding)
+    if siblings is not None:
+        report["siblings"] = dict(siblings)
     (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     markdown = render_markdown(report, settings=settings)
     if grounding is not None:

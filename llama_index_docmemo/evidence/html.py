@@ -196,26 +196,36 @@ def render_answer_html(
         "<h2>Evidence pages</h2><p>The pages the cited figures stand on (boxes drawn) and the "
         "pages the reader judged useful, with their document.</p>"
         f'<div class="pages">{thumbs}</div>{"" if thumbs else empty}'
-        f"{document_table(documents)}</body></html>"
+        f"{_documents_section(documents)}</body></html>"
     )
 
 
 def document_table(documents: Sequence[DocumentBelief]) -> str:
     """The documents a whole-collection question weighed, best-believed first: the belief that
-    each holds the evidence (posterior mean, with its Beta) and the pages read in it."""
+    each holds the evidence (posterior mean, with its Beta) and the pages the last round gave it.
+    The answer page and the compare report show the same table."""
     if not documents:
         return ""
     rows = "".join(
         f"<tr><td>{_e(d.doc)}</td><td>{d.mean:.2f}</td>"
         f"<td>Beta({d.alpha:.2f}, {d.beta:.2f})</td><td>{d.pages}</td></tr>"
-        for d in documents
+        for d in sorted(documents, key=lambda d: -d.mean)
     )
     return (
-        "<h2>Documents</h2><p>The question named no document: the documents it was weighed "
-        "against, by the belief that each holds the evidence, after the last round.</p>"
-        "<table><thead><tr><th>document</th><th>belief</th><th>Beta</th>"
+        '<table class="documents"><thead><tr><th>document</th><th>belief</th><th>Beta</th>'
         f"<th>pages in the last round</th></tr></thead><tbody>{rows}</tbody></table>"
     )
+
+
+DOCUMENTS_LEGEND = (
+    "The question named no document: the documents it was weighed against, by the belief that "
+    "each holds the evidence, after the last round."
+)
+
+
+def _documents_section(documents: Sequence[DocumentBelief]) -> str:
+    table = document_table(documents)
+    return f"<h2>Documents</h2><p>{DOCUMENTS_LEGEND}</p>{table}" if table else ""
 
 
 def write_answer_html(path: Path, result: DocMemoResult) -> None:

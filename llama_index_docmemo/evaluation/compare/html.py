@@ -30,9 +30,11 @@ from llama_index_docmemo.evaluation.compare.records import AnswerRecord
 from llama_index_docmemo.evaluation.compare.thumbnails import Thumbnail
 from llama_index_docmemo.evidence.html import (
     CITATION_CSS,
+    DOCUMENTS_LEGEND,
     Anchor,
     citation_list,
     cited_boxes,
+    document_table,
     marked_answer,
     page_anchor,
     page_figure,
@@ -149,6 +151,12 @@ def _answer_card(
             f'<p class="meta">{_e(HEAT_MAP_LEGEND)}</p>{belief_scale()}'
             f"{heat_map_table(heat_map(trace))}</details>"
         )
+        documents = document_table(trace.rounds[-1].documents)
+        if documents:
+            parts.append(
+                "<details open><summary>Document beliefs (DocMemo)</summary>"
+                f'<p class="meta">{_e(DOCUMENTS_LEGEND)}</p>{documents}</details>'
+            )
     parts.append("</article>")
     return "".join(parts)
 
