@@ -270,10 +270,11 @@ class DocMemoQueryEngine(BaseQueryEngine):
 
                 logger.warning(NO_LLM_WARNING)
                 reasoner = OfflineReasoner()
+        cache_dir = str(kwargs.get("cache_dir") or default_cache_dir())  # crops, images too
         if crop_postprocessor is None and llm is not None and config.loop.adaptive_granularity:
             from llama_index_docmemo.postprocessors.crops import CropPostprocessor
 
-            crop_postprocessor = CropPostprocessor()
+            crop_postprocessor = CropPostprocessor(cache_dir=cache_dir)
         if reranker is None and llm is not None and config.selection.llm_rerank:
             from llama_index_docmemo.postprocessors.rerank import LLMReranker
 
@@ -284,6 +285,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
                 server_memory=server_memory,
                 max_image_tokens=config.budget.max_image_tokens,
                 max_image_bytes=config.budget.max_image_bytes,
+                cache_dir=cache_dir,
             )
         callbacks = callback_manager or Settings.callback_manager
         retriever = DocMemoRetriever(

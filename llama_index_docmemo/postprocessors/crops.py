@@ -100,10 +100,10 @@ class CropPostprocessor(BaseNodePostprocessor):
     ) -> list[NodeWithScore]:
         """Layout analysis and crop rendering hold the GIL (PyMuPDF): done on the engine's CPU
         executor (:mod:`llama_index_docmemo.cpu`; a process pool shares the layout cache and
-        crop files on disk), so the event loop runs on."""
-        settings = self.model_dump(exclude={"callback_manager"})
+        crop files on disk, and needs a subclass importable by name), so the event loop runs
+        on. The postprocessor itself goes, so a subclass's overrides hold on this path too."""
         query = query_bundle.query_str if query_bundle is not None else None
-        return await run_cpu(crops_in_worker, settings, nodes, query)
+        return await run_cpu(crops_in_worker, self, nodes, query)
 
     @property
     def caps(self) -> CropCaps:
@@ -199,12 +199,12 @@ class CropPostprocessor(BaseNodePostprocessor):
 
 
 def crops_in_worker(
-    settings: dict[str, Any], nodes: list[NodeWithScore], query: str | None
+    postprocessor: CropPostprocessor, nodes: list[NodeWithScore], query: str | None
 ) -> list[NodeWithScore]:
-    """:meth:`CropPostprocessor._postprocess_nodes` from its settings (picklable, so a process
-    pool may run it)."""
+    """``postprocessor``'s sync crops of ``nodes`` (a module-level function over picklable
+    arguments, so a process pool may run it)."""
     bundle = QueryBundle(query) if query is not None else None
-    return CropPostprocessor(**settings)._postprocess_nodes(nodes, bundle)
+    return postprocessor._postprocess_nodes(nodes, bundle)
 
 
 def render_crop(

@@ -11,6 +11,7 @@ events (for this postprocessor and any other).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage
@@ -67,6 +68,8 @@ class LLMReranker(BaseNodePostprocessor, PromptMixin):
             :func:`~llama_index_docmemo.llms.vision.decide_images`): page images of the first
             candidates, within the LLM's images per request.
         image_side: long side in pixels of those images as rendered.
+        cache_dir: where those images are cached (``<cache_dir>/pages``; the engine passes
+            its own).
         max_image_tokens: most tokens one of them may cost (``llms/images.py``).
         max_image_bytes: most base64 bytes their request may carry (``llms/image_policy.py``;
             None: no byte budget).
@@ -82,6 +85,7 @@ class LLMReranker(BaseNodePostprocessor, PromptMixin):
     summary_chars: int = Field(default=300, ge=1)
     images: ImagesSetting = Field(default=False)
     image_side: int = Field(default=768, ge=28)
+    cache_dir: str = Field(default_factory=lambda: str(default_cache_dir()))
     max_image_tokens: int | None = Field(default=None, ge=64)
     max_image_bytes: int | None = Field(default=DEFAULT_MAX_IMAGE_BYTES, ge=1024)
     system_prompt: SerializeAsAny[BasePromptTemplate] = Field(default=RERANK_SYSTEM_PROMPT)
@@ -117,7 +121,7 @@ class LLMReranker(BaseNodePostprocessor, PromptMixin):
                 text=n.node.get_content(),
                 section=str(n.node.metadata.get("section", "")),
                 summary=str(n.node.metadata.get("summary", "")),
-                image=_page_image(n, self.image_side),
+                image=_page_image(n, self.image_side, Path(self.cache_dir)),
             )
             for n in nodes[: self.max_candidates]
         ]
@@ -193,12 +197,10 @@ class LLMReranker(BaseNodePostprocessor, PromptMixin):
         return await arun(self.rerank(nodes, query_bundle))
 
 
-def _page_image(node: NodeWithScore, side: int) -> PageImage | None:
+def _page_image(node: NodeWithScore, side: int, cache_dir: Path) -> PageImage | None:
     """Where the page image of a page node whose PDF is known is cached, else None."""
     meta = node.node.metadata
     source = meta.get("source") or meta.get("file_path")
     if not source or "doc_version" not in meta:
         return None
-    return PageImage(
-        str(source), str(meta["doc_version"]), int(meta["page"]), side, default_cache_dir()
-    )
+    return PageImage(str(source), str(meta["doc_version"]), int(meta["page"]), side, cache_dir)
