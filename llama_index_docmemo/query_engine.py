@@ -57,7 +57,6 @@ from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInpu
 from llama_index_docmemo.reasoning.prompts import ANSWER_PROMPT, evidence_text
 from llama_index_docmemo.reasoning.replies import sanitize_feedback
 from llama_index_docmemo.retriever import DocMemoRetriever, ScopeLike
-from llama_index_docmemo.store.identity import narrow
 from llama_index_docmemo.types import Feedback
 
 if TYPE_CHECKING:
@@ -324,7 +323,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
     # -- the loop -----------------------------------------------------------------------------
     def loop(self, question: str, page_filter: ScopeLike = None) -> DocMemoLoop:
         """A fresh loop for one question (its state is never shared); ``page_filter`` narrows
-        the engine's scope (it never widens it: see :func:`~llama_index_docmemo.store.identity.narrow`)."""
+        the engine's scope (it never widens it: see :meth:`~llama_index_docmemo.store.scope.PageFilter.narrow`)."""
         parts = self.retriever.loop_parts(
             reader=self.reasoner,
             crops=self.crop_postprocessor,
@@ -334,7 +333,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
             reserved_llm_calls=1 if self.streaming else 0,
             round_events=True,
         )
-        return DocMemoLoop(parts, question, narrow(self.retriever.page_filter, page_filter))
+        return DocMemoLoop(parts, question, self.retriever.page_filter.narrow(page_filter))
 
     def run(self, question: str, page_filter: ScopeLike = None) -> DocMemoResult:
         """Run the loop for one question (synchronously)."""

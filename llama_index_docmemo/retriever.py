@@ -24,9 +24,7 @@ from llama_index_docmemo.levers.rounds import RoundLevers
 from llama_index_docmemo.loop import DocMemoLoop, LoopParts
 from llama_index_docmemo.loop.reading import selected_nodes
 from llama_index_docmemo.step_runtime import arun, run
-from llama_index_docmemo.store.identity import ScopeLike, caller
-from llama_index_docmemo.store.metadata import has_key, user_keys
-from llama_index_docmemo.types import PageFilter
+from llama_index_docmemo.store.scope import PageFilter, ScopeLike, caller, has_key
 
 if TYPE_CHECKING:
     from llama_index.core.postprocessor.types import BaseNodePostprocessor
@@ -56,7 +54,7 @@ def _first_round_config(config: DocMemoConfig, top_k: int | None) -> DocMemoConf
 def warn_unknown_keys(store: PageStore, scope: PageFilter) -> list[str]:
     """Name the filter's metadata keys that no page the caller may read holds (a misspelt key
     would otherwise look like a missing answer); returns them."""
-    keys = sorted(set(user_keys(scope.where)))
+    keys = scope.metadata_keys()
     reach = PageFilter(doc_ids=scope.doc_ids, tenant=scope.tenant, acl_groups=scope.acl_groups)
     missing = [k for k in keys if store.count_pages(replace(reach, where=has_key(k))) == 0]
     if missing:
@@ -78,7 +76,7 @@ class DocMemoRetriever(BaseRetriever):
         config: loop parameters and ablation switches.
         page_filter: the caller and its scope, applied inside Qdrant on every call: a
             ``PageFilter`` sets the tenant and ACL groups; ``MetadataFilters`` only narrow (a
-            caller without a tenant; see :mod:`llama_index_docmemo.store.identity`).
+            caller without a tenant; see :mod:`llama_index_docmemo.store.scope`).
         reranker: any node postprocessor reordering each round's candidates.
         similarity_top_k: pages ``retrieve`` returns (default: ``pages_per_round``); the
             engine's rounds read ``pages_per_round`` pages each.

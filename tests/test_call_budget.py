@@ -10,7 +10,7 @@ from fakes_docmemo import BagOfWordsEncoder, MemoryPageStore, NativeScriptedLLM
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
-from llama_index_docmemo.types import PageFilter
+from llama_index_docmemo.store.scope import PageFilter
 
 DOC = "report.pdf"
 
@@ -49,4 +49,3 @@ def test_the_async_path_keeps_the_same_cap() -> None:
     llm = NativeScriptedLLM(default="{}")
     trace = asyncio.run(engine(llm, 5).arun("revenue and costs")).trace
     assert len(llm.calls) == trace.llm_calls == 5
-

@@ -14,14 +14,8 @@ from llama_index_docmemo.blocking import in_executor, to_thread
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store.layouts import MultivectorLayout
 from llama_index_docmemo.store.plans import prefetch_for
-from llama_index_docmemo.types import (
-    PageEmbedding,
-    PageFilter,
-    PageHit,
-    PageRecord,
-    PageRef,
-    QueryEmbedding,
-)
+from llama_index_docmemo.store.scope import PageFilter
+from llama_index_docmemo.types import PageEmbedding, PageHit, PageRecord, PageRef, QueryEmbedding
 
 T = TypeVar("T")
 
@@ -32,7 +26,7 @@ class PageStore(ABC):
     """Pages of documents with multi-vectors, searchable by prefetch + MaxSim rerank.
 
     A document is identified by (tenant, doc_id): two tenants' ``report.pdf`` are two documents.
-    ``page_filter`` follows :mod:`llama_index_docmemo.store.access` (deny by default); ``None``
+    ``page_filter`` follows :mod:`llama_index_docmemo.store.scope` (deny by default); ``None``
     is the owner's unrestricted view, for maintenance. Every backend behaves the same
     (congruence tests run the same cases on each).
     """
