@@ -15,10 +15,10 @@ from llama_index_docmemo.cli import main
 from llama_index_docmemo.encoders import default_encoder
 from llama_index_docmemo.indexing import DocumentIndexer
 from llama_index_docmemo.memory.schema import DocumentSchema
-from llama_index_docmemo.store import EdgePageStore, ids, payloads, scope
+from llama_index_docmemo.store import EdgePageStore, ids, payloads
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store.layouts import MULTI, POOLED
-from llama_index_docmemo.store.scope import PageFilter
+from llama_index_docmemo.store.scope import PageFilter, everything
 from llama_index_docmemo.types import FieldMatch, PageRecord, PageRef
 
 
@@ -225,7 +225,7 @@ def test_a_0_1_0_store_is_migrated_in_place(tmp_path: Path, caplog) -> None:
         assert store.count_pages() == 3, "the page no record claimed is gone"
         hits = store.search(encoder.encode_query("revenue million"), limit=5, page_filter=finance)
         assert hits[0].ref == PageRef("report.pdf", 1)
-        unclaimed = scope.everything(
+        unclaimed = everything(
             FieldMatch(payloads.KIND, "eq", payloads.KIND_DOCUMENT),
             FieldMatch(payloads.DOC_KEY, "is_empty"),
         )

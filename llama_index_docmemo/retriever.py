@@ -9,7 +9,7 @@ graphs); the query engine runs the full loop from it.
 from __future__ import annotations
 
 import logging
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -17,8 +17,8 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from llama_index_docmemo.blocking import blocking_pool, cpu_executor
 from llama_index_docmemo.config import DocMemoConfig
-from llama_index_docmemo.cpu import cpu_executor, default_executor
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.levers.rounds import RoundLevers
 from llama_index_docmemo.loop import DocMemoLoop, LoopParts
@@ -81,8 +81,8 @@ class DocMemoRetriever(BaseRetriever):
         similarity_top_k: pages ``retrieve`` returns (default: ``pages_per_round``); the
             engine's rounds read ``pages_per_round`` pages each.
         cpu_executor: where async queries run GIL-holding work (page renders, layout
-            analysis); default: one thread of this retriever's own (see
-            :mod:`llama_index_docmemo.cpu`), or pass a ``ProcessPoolExecutor``.
+            analysis); default: the process's CPU thread (see :mod:`llama_index_docmemo.blocking`),
+            or pass an executor of the app's own, e.g. a ``ProcessPoolExecutor``.
     """
 
     def __init__(
@@ -114,8 +114,7 @@ class DocMemoRetriever(BaseRetriever):
         self.similarity_top_k = similarity_top_k
         self._retrieve_config = _first_round_config(self.config, similarity_top_k)
         self.levers = RoundLevers(store, encoder, self.config.levers, self.config.selection)
-        self.cpu_executor = cpu_executor or default_executor()
-        self.calls = ThreadPoolExecutor(max_workers=4, thread_name_prefix="docmemo-call")
+        self.cpu_executor = cpu_executor
         wider = self._retrieve_config.selection
         self._retrieve_levers = (  # retrieve()'s candidates: at least similarity_top_k
             self.levers
@@ -135,7 +134,7 @@ class DocMemoRetriever(BaseRetriever):
             callback_manager=self.callback_manager,
             round_events=False,  # BaseRetriever.retrieve fires them itself
             cpu=self.cpu_executor,
-            calls=self.calls,
+            calls=blocking_pool(),
         )
         return replace(parts, **overrides)
 

@@ -23,7 +23,7 @@ import numpy as np
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_index_docmemo.cpu import cpu_executor
+from llama_index_docmemo.blocking import cpu_executor
 from llama_index_docmemo.errors import DeadlineExceeded, LLMError
 from llama_index_docmemo.events import (
     DocMemoRoundEndEvent,

@@ -170,7 +170,7 @@ class QdrantLayoutStore(PageStore):
 
     async def _arun(self, steps: op.Steps[op.T]) -> op.T:
         """Run a step off the event loop (a backend with a native async client overrides this),
-        on the store's own threads when it has them (``off_loop_threads``)."""
+        on the thread :attr:`~.base.PageStore.holds_gil` says."""
         return await self._off_loop(self._run, steps)
 
     def _begin_bulk_load(self) -> None:
@@ -328,11 +328,13 @@ class QdrantLayoutStore(PageStore):
     def _record_steps(self, doc_id: str, tenant: str | None) -> op.Steps[dict | None]:
         return (yield op.Retrieve(ids.document_point_id(tenant, doc_id), ids.tenant_key(tenant)))
 
-    def _schema_steps(self, doc_id: str, tenant: str | None) -> op.Steps[DocumentSchema | None]:
+    def _get_schema_steps(self, doc_id: str, tenant: str | None) -> op.Steps[DocumentSchema | None]:
         payload = yield from self._record_steps(doc_id, tenant)
         return None if payload is None else schema_from_payload(payload)
 
-    def _documents_steps(self, page_filter: PageFilter | None) -> op.Steps[list[DocumentSchema]]:
+    def _list_documents_steps(
+        self, page_filter: PageFilter | None
+    ) -> op.Steps[list[DocumentSchema]]:
         if _nothing(page_filter):
             return []
         payloads = yield from op.scroll_all(
@@ -367,16 +369,16 @@ class QdrantLayoutStore(PageStore):
         prefetch_limit: int | None,
     ) -> op.Steps[list[PageHit]]:
         """One search request, the committed-revision condition part of its filter; without a
-        ``prefetch_limit`` the depth for the scope comes first (:meth:`_depth_steps`)."""
+        ``prefetch_limit`` the depth for the scope comes first (:meth:`_search_depth_steps`)."""
         plan = self._plan(query, limit, page_filter, prefetch_limit)
         if _nothing(page_filter):
             return []
         if prefetch_limit is None:
-            plan = plan.with_depth((yield from self._depth_steps(page_filter)))
+            plan = plan.with_depth((yield from self._search_depth_steps(page_filter)))
         branches = yield op.Search(plan, _route(page_filter))
         return _hits(fuse_branches(branches, plan))
 
-    def _depth_steps(self, page_filter: PageFilter | None) -> op.Steps[int]:
+    def _search_depth_steps(self, page_filter: PageFilter | None) -> op.Steps[int]:
         """:func:`.plans.prefetch_for` Qdrant's estimated count of the pages in scope: the
         payload-index estimate its query planner uses, no scan (0.02-0.06 ms on Edge against
         1.35 ms for an exact count of 3,000 pages)."""
@@ -385,7 +387,7 @@ class QdrantLayoutStore(PageStore):
         where = scope.scope_filter(KIND_PAGE, page_filter)
         return prefetch_for((yield op.Count(where, _route(page_filter), exact=False)))
 
-    def _pages_steps(
+    def _get_pages_steps(
         self, refs: Sequence[PageRef], page_filter: PageFilter | None
     ) -> op.Steps[list[PageRecord]]:
         wanted = list(dict.fromkeys(refs))
@@ -403,7 +405,7 @@ class QdrantLayoutStore(PageStore):
             found.setdefault(record.ref, record)
         return [found[ref] for ref in wanted if ref in found]
 
-    def _count_steps(self, page_filter: PageFilter | None) -> op.Steps[int]:
+    def _count_pages_steps(self, page_filter: PageFilter | None) -> op.Steps[int]:
         if _nothing(page_filter):
             return 0
         return (yield op.Count(scope.scope_filter(KIND_PAGE, page_filter), _route(page_filter)))
@@ -443,10 +445,10 @@ class QdrantLayoutStore(PageStore):
         return None if payload is None else str(payload["doc_version"])
 
     def get_schema(self, doc_id: str, *, tenant: str | None = None) -> DocumentSchema | None:
-        return self._run(self._schema_steps(doc_id, tenant))
+        return self._run(self._get_schema_steps(doc_id, tenant))
 
     def list_documents(self, page_filter: PageFilter | None = None) -> list[DocumentSchema]:
-        return self._run(self._documents_steps(page_filter))
+        return self._run(self._list_documents_steps(page_filter))
 
     def search(
         self,
@@ -462,40 +464,18 @@ class QdrantLayoutStore(PageStore):
         self, refs: Sequence[PageRef], page_filter: PageFilter | None = None
     ) -> list[PageRecord]:
         """Existing pages of ``refs`` passing the filter, in the order of ``refs`` (each once)."""
-        return self._run(self._pages_steps(refs, page_filter))
+        return self._run(self._get_pages_steps(refs, page_filter))
 
     def count_pages(self, page_filter: PageFilter | None = None) -> int:
-        return self._run(self._count_steps(page_filter))
+        return self._run(self._count_pages_steps(page_filter))
 
     def search_depth(self, page_filter: PageFilter | None = None) -> int:
-        return self._run(self._depth_steps(page_filter))
+        return self._run(self._search_depth_steps(page_filter))
 
-    async def asearch(
-        self,
-        query: QueryEmbedding,
-        *,
-        limit: int,
-        page_filter: PageFilter | None = None,
-        prefetch_limit: int | None = None,
-    ) -> list[PageHit]:
-        return await self._arun(self._search_steps(query, limit, page_filter, prefetch_limit))
-
-    async def aget_pages(
-        self, refs: Sequence[PageRef], page_filter: PageFilter | None = None
-    ) -> list[PageRecord]:
-        return await self._arun(self._pages_steps(refs, page_filter))
-
-    async def acount_pages(self, page_filter: PageFilter | None = None) -> int:
-        return await self._arun(self._count_steps(page_filter))
-
-    async def asearch_depth(self, page_filter: PageFilter | None = None) -> int:
-        return await self._arun(self._depth_steps(page_filter))
-
-    async def alist_documents(self, page_filter: PageFilter | None = None) -> list[DocumentSchema]:
-        return await self._arun(self._documents_steps(page_filter))
-
-    async def aget_schema(self, doc_id: str, *, tenant: str | None = None) -> DocumentSchema | None:
-        return await self._arun(self._schema_steps(doc_id, tenant))
+    async def _aread(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """The read's steps (``_<method>_steps``, the same the sync method runs) on the async
+        driver (:meth:`_arun`)."""
+        return await self._arun(getattr(self, f"_{method}_steps")(*args, **kwargs))
 
     @contextmanager
     def bulk_load(self) -> Iterator[None]:

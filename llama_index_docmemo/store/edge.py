@@ -246,7 +246,7 @@ class EdgePageStore(QdrantLayoutStore):
             another encoder or layout.
     """
 
-    off_loop_threads = 1  # the engine holds the GIL through a call: one thread (base.py)
+    holds_gil = True  # the engine holds the GIL through a call: the process's CPU thread
 
     def __init__(
         self,
