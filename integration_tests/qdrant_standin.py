@@ -109,9 +109,7 @@ class FakeQdrant:
         if (method, rest) == ("PATCH", ""):
             update = models.UpdateCollection(**body)
             if update.optimizers_config is not None:
-                self.optimizer_updates.append(
-                    update.optimizers_config.model_dump(exclude_none=True)
-                )
+                self.optimizer_updates.append(update.optimizers_config.model_dump(exclude_none=True))
             return True
         if (method, rest) == ("PUT", "/shards"):
             create_key = models.CreateShardingKey(**body)

@@ -119,9 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         set_fault_hook(fault_hook(args.fault))
     encoder = HashEncoder()
     with EdgePageStore(args.store, encoder_name=encoder.name, dim=DIM, sparse=True) as store:
-        store.max_batch_points = (
-            args.write_batch
-        )  # several batches per document: a partial write exists
+        store.max_batch_points = args.write_batch  # several batches per document: a partial write exists
         report = DocumentIndexer(store, encoder, ocr=False).index_paths(
             args.paths, tenant=args.tenant
         )

@@ -139,6 +139,7 @@ def test_no_corrupted_pdf_escapes_a_batch(fuzz_indexer, data: bytes) -> None:
             assert all(reason and "\n" not in reason for reason in failed.values())
 
 
+
 # -- 2, 3. a document is its path, and its page images are found the same way -------------------
 def year_only(path: str) -> dict:
     """The app's keys only: LlamaIndex then drops ``file_path`` (the PDF reader keeps the name)."""

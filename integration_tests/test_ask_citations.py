@@ -25,16 +25,7 @@ from llama_index_docmemo.types import EvidenceNote
 from tests.ingest_samples import make_scanned_slides
 
 CITATION_KEYS = {
-    "text",
-    "doc_id",
-    "page",
-    "bbox",
-    "quote",
-    "verified",
-    "how",
-    "kind",
-    "box_from",
-    "computed",
+    "text", "doc_id", "page", "bbox", "quote", "verified", "how", "kind", "box_from", "computed"
 }
 NORDIC = DEMO_QUESTIONS[1]  # "How many employees were in the Nordic region at the end of 2024?"
 

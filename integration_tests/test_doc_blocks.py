@@ -200,7 +200,5 @@ def test_the_readmes_drop_in_is_the_quickstart_with_one_name_changed() -> None:
         return [line for line in block.code.splitlines() if not line.startswith("from ")]
 
     assert "VectorStoreIndex.from_documents(" in before.code
-    assert [line.replace("DocMemoIndex", "VectorStoreIndex") for line in body(after)] == body(
-        before
-    )
+    assert [line.replace("DocMemoIndex", "VectorStoreIndex") for line in body(after)] == body(before)
     assert 3 <= len([line for line in after.code.splitlines() if line.strip()]) <= 6

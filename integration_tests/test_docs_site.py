@@ -33,9 +33,7 @@ CDN = re.compile(
     r"unpkg\.com|cdn\.jsdelivr\.net|cdnjs\.cloudflare\.com|fonts\.googleapis\.com"
     r"|fonts\.gstatic\.com|polyfill\.io"
 )
-LOADED = re.compile(
-    r"<(?:script|img|iframe)\b[^>]*\bsrc=\"([^\"]+)\"|<link\b[^>]*\bhref=\"([^\"]+)\""
-)
+LOADED = re.compile(r"<(?:script|img|iframe)\b[^>]*\bsrc=\"([^\"]+)\"|<link\b[^>]*\bhref=\"([^\"]+)\"")
 
 
 @pytest.fixture(scope="module")

@@ -29,9 +29,7 @@ def encoder():
 
 @pytest.fixture
 def quick_cli(monkeypatch: pytest.MonkeyPatch, encoder) -> None:
-    monkeypatch.setattr(
-        cli.options, "encoder", lambda args: encoder
-    )  # one model load for the module
+    monkeypatch.setattr(cli.options, "encoder", lambda args: encoder)  # one model load for the module
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -169,9 +167,7 @@ def legacy_store(path: Path) -> None:
                 )
                 payload = {
                     k: v
-                    for k, v in payloads.page_payload(
-                        record, ids.revision(record.doc_version, record.acl)
-                    ).items()
+                    for k, v in payloads.page_payload(record, ids.revision(record.doc_version, record.acl)).items()
                     if k
                     not in (
                         payloads.REVISION,
@@ -199,9 +195,7 @@ def legacy_store(path: Path) -> None:
                     "acl": acl,
                     "schema": schema.model_dump_json(),
                 }
-                points.append(
-                    payloads.PointData(ids.legacy_document_point_id(doc_id), payload=legacy)
-                )
+                points.append(payloads.PointData(ids.legacy_document_point_id(doc_id), payload=legacy))
         store._execute(op.Upsert(points))
         meta = payloads.PointData(ids.STORE_POINT_ID, payload=store._meta.payload(layout_version=1))
         store._execute(op.Upsert([meta]))

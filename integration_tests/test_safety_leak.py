@@ -249,9 +249,7 @@ def test_two_tenants_never_see_each_other(
     scanner: Scanner = corpus["scanner"]
     store_path: Path = corpus["store"]
     encoder = corpus["encoder"]
-    monkeypatch.setattr(
-        cli.options, "encoder", lambda args: encoder
-    )  # load the model once, not 40 times
+    monkeypatch.setattr(cli.options, "encoder", lambda args: encoder)  # load the model once, not 40 times
     combos = [
         (tenant, question, ("finance",) if i % 4 == 3 else ())
         for i, question in enumerate(QUESTIONS)

@@ -77,12 +77,9 @@ def mmlongbench_source(root: Path) -> Path:
 
 def test_mmlongbench_layout_loads_in_the_harness(tmp_path: Path) -> None:
     out = tmp_path / "mmlongbench-doc"
-    assert (
-        build_dataset.main(
-            ["mmlongbench", "--source", str(mmlongbench_source(tmp_path)), "--out", str(out)]
-        )
-        == 0
-    )
+    assert build_dataset.main(
+        ["mmlongbench", "--source", str(mmlongbench_source(tmp_path)), "--out", str(out)]
+    ) == 0
     rows = [json.loads(line) for line in (out / "qa.jsonl").read_text().splitlines()]
     assert [r["qid"] for r in rows] == ["mmlb-0000", "mmlb-0001", "mmlb-0002"]  # absent.pdf out
     assert rows[0] == {

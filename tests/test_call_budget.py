@@ -49,3 +49,4 @@ def test_the_async_path_keeps_the_same_cap() -> None:
     llm = NativeScriptedLLM(default="{}")
     trace = asyncio.run(engine(llm, 5).arun("revenue and costs")).trace
     assert len(llm.calls) == trace.llm_calls == 5
+

@@ -34,7 +34,9 @@ def test_a_planted_figure_on_no_page_read_is_unverified_and_said() -> None:
     assert found.verified and (found.doc_id, found.page) == ("report.pdf", 3)
     assert found.quote == "Net revenue was NOK 4,212.5 million in 2024."
     assert PAGE3[found.start : found.end] == found.quote and found.stated == "4,212.5"
-    assert answer_suffix(citations) == " (Unverified: a figure of this answer is on no page read.)"
+    assert (
+        answer_suffix(citations) == " (Unverified: a figure of this answer is on no page read.)"
+    )
 
 
 def test_evidence_pages_are_searched_first_then_the_other_pages_read() -> None:
@@ -98,11 +100,7 @@ PAGE19 = "Research and development spending reached NOK 248.3 million in 2024; 1
         ),
         ("up 16.8%, from 212.5 million to 248.3 million", "16.8%", None),
         ("460.8 million in all: 212.5 million and 248.3 million", "460.8 million", None),
-        (
-            "248.3 million is 1.17 times 212.5 million",
-            "1.17",
-            "ratio: 248.3 million / 212.5 million",
-        ),
+        ("248.3 million is 1.17 times 212.5 million", "1.17", "ratio: 248.3 million / 212.5 million"),
         ("from $212.5m to $0.2483 billion: up $35.8 million", "$35.8 million", None),
     ],
 )

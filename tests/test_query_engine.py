@@ -21,9 +21,7 @@ from llama_index_docmemo.types import PageRef
 
 QUESTION = "what was revenue 2023 growth"
 GOLD = {PageRef("report.pdf", 37), PageRef("report.pdf", 91)}
-UNVERIFIED_42 = (
-    "42 (Unverified: a figure of this answer is on no page read.)"  # the fake pages do not say 42
-)
+UNVERIFIED_42 = "42 (Unverified: a figure of this answer is on no page read.)"  # the fake pages do not say 42
 
 
 def report_pages() -> list[str]:

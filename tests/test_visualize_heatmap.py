@@ -91,9 +91,7 @@ def test_html_colours_are_one_sequential_scale_with_a_legend(tmp_path: Path) -> 
     shown = [float(v) for v in re.findall(r'<td style="background:rgb[^"]*">(\d\.\d\d)</td>', text)]
     assert shown == [0.0, 0.25, 0.5, 0.75, 1.0]  # the legend: the scale, labelled
     colours = re.findall(r"background:(rgb\([^)]*\))", text)
-    cells = re.findall(
-        r'background:(rgb\([^)]*\));color:[^"]*" title="posterior mean (\d\.\d\d)', text
-    )
+    cells = re.findall(r'background:(rgb\([^)]*\));color:[^"]*" title="posterior mean (\d\.\d\d)', text)
     assert len(cells) == 4 and colours
     by_mean = sorted((float(mean), _lightness(css)) for css, mean in cells)
     lightness = [light for _, light in by_mean]
