@@ -134,7 +134,7 @@ class DocMemoRetriever(BaseRetriever):
             callback_manager=self.callback_manager,
             round_events=False,  # BaseRetriever.retrieve fires them itself
             cpu=self.cpu_executor,
-            calls=blocking_pool(),
+            calls=blocking_pool(),  # asked each query: a forked worker gets its own
         )
         return replace(parts, **overrides)
 
