@@ -40,8 +40,9 @@ from llama_index_docmemo.evaluation.metrics import answer_correct, is_unanswerab
 from llama_index_docmemo.evaluation.stats import wilson_interval
 from llama_index_docmemo.evidence.abstention import AbstainRule, abstention_reason
 from llama_index_docmemo.evidence.citations import Citation
+from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.trace import QueryTrace
-from llama_index_docmemo.types import PageFilter, PageRef
+from llama_index_docmemo.types import PageRef
 
 READERS = ("simulated", "offline")
 THRESHOLDS = (0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.9)

@@ -44,7 +44,8 @@ from llama_index_docmemo.levers.rounds import RoundLevers
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.step_runtime import run
 from llama_index_docmemo.store.factory import open_store
-from llama_index_docmemo.types import PageFilter, PageInput, PageRecord, PageRef
+from llama_index_docmemo.store.scope import PageFilter
+from llama_index_docmemo.types import PageInput, PageRecord, PageRef
 
 SYLLABLES = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "xe", "zu", "bra", "qui", "dor", "fen"]
 FORMS = [

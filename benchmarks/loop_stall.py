@@ -1,6 +1,6 @@
 """What stalls an asyncio event loop: PyMuPDF work off the loop, and full garbage collections.
 
-``work`` (the numbers behind ``llama_index_docmemo/cpu.py``): renders pages at the reader's image
+``work`` (the numbers behind ``llama_index_docmemo/blocking.py``'s CPU thread): renders pages at the reader's image
 size, or analyses their layout (the crop postprocessor's detection), a few at a time, on one
 thread, on two, or on asyncio's default pool, while a 5 ms heartbeat on the loop measures the
 longest gap. PyMuPDF holds the GIL, so the executor decides how long the loop waits.

@@ -37,8 +37,8 @@ from llama_index_docmemo.evaluation.metrics import answer_correct
 from llama_index_docmemo.evaluation.stats import wilson_interval
 from llama_index_docmemo.reasoning.offline import OfflineReasoner
 from llama_index_docmemo.reasoning.offline.reasoner import ABSENT_SHARE
+from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.trace import QueryTrace
-from llama_index_docmemo.types import PageFilter
 
 
 def _norm(text: str) -> str:

@@ -46,14 +46,8 @@ from llama_index_docmemo.encoders.base import PageEncoder
 from llama_index_docmemo.loop import DocMemoLoop, LoopParts
 from llama_index_docmemo.memory.schema import DocumentSchema, Section
 from llama_index_docmemo.store.edge import EdgePageStore
-from llama_index_docmemo.types import (
-    Feedback,
-    PageEmbedding,
-    PageFilter,
-    PageInput,
-    PageRecord,
-    QueryEmbedding,
-)
+from llama_index_docmemo.store.scope import PageFilter
+from llama_index_docmemo.types import Feedback, PageEmbedding, PageInput, PageRecord, QueryEmbedding
 
 DIM = 16
 VECTORS_PER_PAGE = 2

@@ -35,7 +35,8 @@ import numpy as np
 
 from llama_index_docmemo.encoders.lexical import Bm25Lexical
 from llama_index_docmemo.encoders.wordllama import WordLlamaEncoder, load_wordllama
-from llama_index_docmemo.types import PageFilter, PageInput, PageRef
+from llama_index_docmemo.store.scope import PageFilter
+from llama_index_docmemo.types import PageInput, PageRef
 
 KS = (1, 3, 5, 10)
 PREFETCH = 200  # the store's default prefetch depth

@@ -26,7 +26,8 @@ import numpy as np
 
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store import EdgePageStore, PageStore, QdrantClientPageStore
-from llama_index_docmemo.types import PageEmbedding, PageFilter, PageRecord, SparseVector
+from llama_index_docmemo.store.scope import PageFilter
+from llama_index_docmemo.types import PageEmbedding, PageRecord, SparseVector
 
 PAGES_PER_DOC = 100
 

@@ -24,7 +24,8 @@ from llama_index_docmemo import DocMemoIndex
 from llama_index_docmemo.cli import main, options
 from llama_index_docmemo.indexing import DocumentIndexer
 from llama_index_docmemo.store import PageStore
-from llama_index_docmemo.types import PageEmbedding, PageFilter, PageInput
+from llama_index_docmemo.store.scope import PageFilter
+from llama_index_docmemo.types import PageEmbedding, PageInput
 
 ENCODER = HashEncoder()
 NEWLINE = "new\nline.pdf"

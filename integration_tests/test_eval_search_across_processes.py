@@ -25,7 +25,7 @@ SCRIPT = """
 import json, sys
 from test_eval_search_determinism import DIM, QUERY, fill
 from llama_index_docmemo.store import EdgePageStore
-from llama_index_docmemo.types import PageFilter
+from llama_index_docmemo.store.scope import PageFilter
 
 path, build = sys.argv[1], sys.argv[2] == "build"
 store = EdgePageStore(path, encoder_name="test", dim=DIM, sparse=True)

@@ -14,7 +14,8 @@ from llama_index_docmemo.encoders.factory import default_encoder
 from llama_index_docmemo.indexing import DocumentIndexer
 from llama_index_docmemo.ingest.ocr import find_tessdata
 from llama_index_docmemo.store import open_store
-from llama_index_docmemo.types import PageFilter, PageRef
+from llama_index_docmemo.store.scope import PageFilter
+from llama_index_docmemo.types import PageRef
 from tests.ingest_samples import make_bad_files, make_report, make_scanned_slides
 
 

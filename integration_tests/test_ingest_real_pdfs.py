@@ -14,7 +14,7 @@ from llama_index_docmemo.ingest.ocr import TesseractOcr, alnum_count, find_tessd
 from llama_index_docmemo.ingest.pdf import read_pdf
 from llama_index_docmemo.ingest.structure import build_schema
 from llama_index_docmemo.store import open_store
-from llama_index_docmemo.types import PageFilter
+from llama_index_docmemo.store.scope import PageFilter
 
 pytestmark = pytest.mark.data
 

@@ -60,7 +60,7 @@ from llama_index_docmemo.reasoning.offline import OfflineReasoner
 from llama_index_docmemo.reasoning.vlm import VLMReasoner
 from llama_index_docmemo.retriever import DocMemoRetriever
 from llama_index_docmemo.store import open_store
-from llama_index_docmemo.store.filters import FilterError
+from llama_index_docmemo.store.scope import FilterError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fakes_docmemo import ScriptedLLM  # noqa: E402

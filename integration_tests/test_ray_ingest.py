@@ -29,11 +29,11 @@ from safety_worker import HashEncoder, write_pdf
 
 from llama_index_docmemo.indexing import DocumentIndexer, IndexReport
 from llama_index_docmemo.ingest.pdf import file_sha256
-from llama_index_docmemo.store import ids, open_store, scopes
+from llama_index_docmemo.store import ids, open_store
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store.base import PageStore
 from llama_index_docmemo.store.client import QdrantClientPageStore
-from llama_index_docmemo.types import PageFilter
+from llama_index_docmemo.store.scope import PageFilter, journal_filter
 
 ray = pytest.importorskip("ray")
 from llama_index_docmemo.distributed import RayExecutor  # noqa: E402
@@ -101,7 +101,7 @@ def points(backend: FakeQdrant) -> dict[str, tuple[dict, dict]]:
 
 def journals(store: PageStore) -> set[str]:
     """Documents with an interrupted write (a journal note) in the store."""
-    return {str(note["doc_key"]) for note in store._run(op.scroll_all(scopes.journal_filter()))}
+    return {str(note["doc_key"]) for note in store._run(op.scroll_all(journal_filter()))}
 
 
 def assert_committed(store: PageStore, docs: dict[str, Path], n_pages: int | None = None) -> None:

@@ -15,7 +15,7 @@ from llama_index_docmemo.indexing import DocumentIndexer
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
 from llama_index_docmemo.reasoning.base import Feedback, Reasoner, ReasoningInput
 from llama_index_docmemo.store import EdgePageStore
-from llama_index_docmemo.types import PageFilter
+from llama_index_docmemo.store.scope import PageFilter
 
 ENCODER = HashEncoder()
 

@@ -21,9 +21,9 @@ from safety_worker import DIM, HashEncoder, write_pdf
 
 from llama_index_docmemo.faults import STEPS
 from llama_index_docmemo.indexing import DocumentIndexer
-from llama_index_docmemo.store import EdgePageStore, ids, scopes
+from llama_index_docmemo.store import EdgePageStore, ids
 from llama_index_docmemo.store import operations as op
-from llama_index_docmemo.types import PageFilter
+from llama_index_docmemo.store.scope import PageFilter, journal_filter
 
 WORKER = Path(__file__).with_name("safety_worker.py")
 OLD = [f"Old edition page {n}: the obsolete walrus tariff applies." for n in range(1, 5)]
@@ -57,7 +57,7 @@ def assert_one_complete_version(store: EdgePageStore, doc_id: str, n_pages: int)
     assert store.count_pages(scope) == n_pages
     hits = store.search(ENCODER.encode_query("edition tariff page"), limit=50, page_filter=scope)
     assert len(hits) == n_pages and {h.record.doc_version for h in hits} == {version}
-    assert not store._run(op.scroll_all(scopes.journal_filter())), "a journal note survived the open"
+    assert not store._run(op.scroll_all(journal_filter())), "a journal note survived the open"
     return version
 
 

@@ -15,10 +15,11 @@ from llama_index_docmemo.cli import main
 from llama_index_docmemo.encoders import default_encoder
 from llama_index_docmemo.indexing import DocumentIndexer
 from llama_index_docmemo.memory.schema import DocumentSchema
-from llama_index_docmemo.store import EdgePageStore, access, ids, payloads, scopes
+from llama_index_docmemo.store import EdgePageStore, ids, payloads
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store.layouts import MULTI, POOLED
-from llama_index_docmemo.types import FieldMatch, PageFilter, PageRecord, PageRef
+from llama_index_docmemo.store.scope import PageFilter, everything
+from llama_index_docmemo.types import FieldMatch, PageRecord, PageRef
 
 
 @pytest.fixture(scope="module")
@@ -171,9 +172,9 @@ def legacy_store(path: Path) -> None:
                     not in (
                         payloads.REVISION,
                         payloads.FILE_NAME,
-                        access.TENANT_KEY,
-                        access.ACCESS,
-                        access.DOC_KEY,
+                        payloads.TENANT_KEY,
+                        payloads.ACCESS,
+                        payloads.DOC_KEY,
                     )
                 }
                 emb = encoder.encode_query(text)
@@ -218,9 +219,9 @@ def test_a_0_1_0_store_is_migrated_in_place(tmp_path: Path, caplog) -> None:
         assert store.count_pages() == 3, "the page no record claimed is gone"
         hits = store.search(encoder.encode_query("revenue million"), limit=5, page_filter=finance)
         assert hits[0].ref == PageRef("report.pdf", 1)
-        unclaimed = scopes.everything(
+        unclaimed = everything(
             FieldMatch(payloads.KIND, "eq", payloads.KIND_DOCUMENT),
-            FieldMatch(access.DOC_KEY, "is_empty"),
+            FieldMatch(payloads.DOC_KEY, "is_empty"),
         )
         assert not store._run(op.scroll_all(unclaimed))
         report = DocumentIndexer(store, encoder, ocr=False).index_paths(

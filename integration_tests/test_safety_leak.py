@@ -35,7 +35,8 @@ from llama_index_docmemo.llms.images import sizing_for
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
 from llama_index_docmemo.store import EdgePageStore, open_store
-from llama_index_docmemo.types import PageFilter, PageRecord, PageRef
+from llama_index_docmemo.store.scope import PageFilter
+from llama_index_docmemo.types import PageRecord, PageRef
 
 MODEL = "qwen-vl-test"
 SIZES = {"alpha": (480.0, 320.0), "beta": (320.0, 480.0)}  # landscape vs portrait pages

@@ -37,7 +37,7 @@ from llama_index_docmemo.query_engine import DocMemoQueryEngine
 from llama_index_docmemo.reasoning.base import Feedback, Reasoner, ReasoningInput
 from llama_index_docmemo.retriever import DocMemoRetriever
 from llama_index_docmemo.store import open_store
-from llama_index_docmemo.types import PageFilter
+from llama_index_docmemo.store.scope import PageFilter
 
 ENCODER = default_encoder()
 CONFIG = DocMemoConfig(rounds=2, pages_per_round=4, candidates=20)

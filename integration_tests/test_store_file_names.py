@@ -19,9 +19,7 @@ from llama_index_docmemo.indexing import DocumentIndexer
 from llama_index_docmemo.nodes import page_node
 from llama_index_docmemo.store import ids, payloads
 from llama_index_docmemo.store import operations as op
-from llama_index_docmemo.store.filters import to_page_filter
-from llama_index_docmemo.store.scopes import kind_filter
-from llama_index_docmemo.types import PageFilter
+from llama_index_docmemo.store.scope import PageFilter, kind_filter, to_page_filter
 
 ENCODER = HashEncoder()
 TENANT = "acme"

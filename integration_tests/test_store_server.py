@@ -20,7 +20,8 @@ from qdrant_standin import FakeQdrant, serve_standin
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store import QdrantClientPageStore
-from llama_index_docmemo.types import PageEmbedding, PageFilter, PageRecord, PageRef, SparseVector
+from llama_index_docmemo.store.scope import PageFilter
+from llama_index_docmemo.types import PageEmbedding, PageRecord, PageRef, SparseVector
 
 DIM = 8
 

@@ -15,7 +15,7 @@ from llama_index.core.base.response.schema import AsyncStreamingResponse, Stream
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.llms import OpenAICompatible
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
-from llama_index_docmemo.types import PageFilter
+from llama_index_docmemo.store.scope import PageFilter
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fakes_docmemo import BagOfWordsEncoder, MemoryPageStore  # noqa: E402

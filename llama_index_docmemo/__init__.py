@@ -52,8 +52,8 @@ _EXPORTS: dict[str, str] = {
     "QdrantClientPageStore": "llama_index_docmemo.store.client",
     "open_store": "llama_index_docmemo.store.factory",
     "PageRef": "llama_index_docmemo.types",
-    "PageFilter": "llama_index_docmemo.types",
-    "to_page_filter": "llama_index_docmemo.store.filters",
+    "PageFilter": "llama_index_docmemo.store.scope",
+    "to_page_filter": "llama_index_docmemo.store.scope",
     "QueryTrace": "llama_index_docmemo.trace",
     "decide_images": "llama_index_docmemo.llms.vision",
     "deadline_scope": "llama_index_docmemo.llms.deadline",
@@ -70,8 +70,8 @@ _EXPORTS: dict[str, str] = {
     "QuestionError": "llama_index_docmemo.errors",
     "StoreError": "llama_index_docmemo.errors",
     "NoStoreError": "llama_index_docmemo.errors",
-    "FilterError": "llama_index_docmemo.store.filters",
-    "IdentityError": "llama_index_docmemo.store.identity",
+    "FilterError": "llama_index_docmemo.store.scope",
+    "IdentityError": "llama_index_docmemo.store.scope",
     "ContextWindowError": "llama_index_docmemo.llms.context",
 }
 

@@ -37,9 +37,8 @@ from llama_index_docmemo.ingest.documents import (
     skipped_neighbours,
 )
 from llama_index_docmemo.paths import default_store_dir
-from llama_index_docmemo.store.identity import ScopeLike, caller, narrow
 from llama_index_docmemo.store.metadata import user_metadata
-from llama_index_docmemo.types import PageFilter
+from llama_index_docmemo.store.scope import PageFilter, ScopeLike, caller
 
 if TYPE_CHECKING:
     from llama_index.core.chat_engine.types import BaseChatEngine
@@ -214,7 +213,7 @@ class DocMemoIndex:
         own = self.identity
         if self._documents is not None:
             own = replace(own, doc_ids=tuple(sorted(self._documents)))
-        return narrow(narrow(own, filters), page_filter)
+        return own.narrow(filters).narrow(page_filter)
 
     def as_query_engine(
         self, *, filters: ScopeLike = None, page_filter: ScopeLike = None, **kwargs: Any

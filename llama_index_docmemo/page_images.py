@@ -13,10 +13,9 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from llama_index_docmemo.cpu import cpu_call
 from llama_index_docmemo.errors import IngestError
 from llama_index_docmemo.paths import write_atomically
-from llama_index_docmemo.step_runtime import Steps
+from llama_index_docmemo.step_runtime import Steps, cpu_call
 
 logger = logging.getLogger(__name__)
 

@@ -57,7 +57,6 @@ from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInpu
 from llama_index_docmemo.reasoning.prompts import ANSWER_PROMPT, evidence_text
 from llama_index_docmemo.reasoning.replies import sanitize_feedback
 from llama_index_docmemo.retriever import DocMemoRetriever, ScopeLike
-from llama_index_docmemo.store.identity import narrow
 from llama_index_docmemo.types import Feedback
 
 if TYPE_CHECKING:
@@ -214,8 +213,8 @@ class DocMemoQueryEngine(BaseQueryEngine):
         ``Settings.callback_manager``. ``page_filter`` takes a ``PageFilter`` or LlamaIndex
         ``MetadataFilters``. With an LLM and ``adaptive_granularity``, table/figure crops are
         added; with ``llm_rerank``, the schema-summary LLM reranker. ``cpu_executor``: where
-        async queries run GIL-holding work (default: one thread of the engine's own; see
-        :mod:`llama_index_docmemo.cpu`). The reader and reranker built here share one
+        async queries run GIL-holding work (default: the process's CPU thread; see
+        :mod:`llama_index_docmemo.blocking`). The reader and reranker built here share one
         ``server_memory`` (what the server taught: a refusal of images, its window): the LLM's
         own for an :class:`~llama_index_docmemo.OpenAICompatible`, else the one given (pass one to
         several engines to share it), else the engine's own.
@@ -326,7 +325,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
     # -- the loop -----------------------------------------------------------------------------
     def loop(self, question: str, page_filter: ScopeLike = None) -> DocMemoLoop:
         """A fresh loop for one question (its state is never shared); ``page_filter`` narrows
-        the engine's scope (it never widens it: see :func:`~llama_index_docmemo.store.identity.narrow`)."""
+        the engine's scope (it never widens it: see :meth:`~llama_index_docmemo.store.scope.PageFilter.narrow`)."""
         parts = self.retriever.loop_parts(
             reader=self.reasoner,
             crops=self.crop_postprocessor,
@@ -336,7 +335,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
             reserved_llm_calls=1 if self.streaming else 0,
             round_events=True,
         )
-        return DocMemoLoop(parts, question, narrow(self.retriever.page_filter, page_filter))
+        return DocMemoLoop(parts, question, self.retriever.page_filter.narrow(page_filter))
 
     def run(self, question: str, page_filter: ScopeLike = None) -> DocMemoResult:
         """Run the loop for one question (synchronously)."""

@@ -9,7 +9,7 @@ graphs); the query engine runs the full loop from it.
 from __future__ import annotations
 
 import logging
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -17,16 +17,14 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from llama_index_docmemo.blocking import blocking_pool, cpu_executor
 from llama_index_docmemo.config import DocMemoConfig
-from llama_index_docmemo.cpu import cpu_executor, default_executor
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.levers.rounds import RoundLevers
 from llama_index_docmemo.loop import DocMemoLoop, LoopParts
 from llama_index_docmemo.loop.reading import selected_nodes
 from llama_index_docmemo.step_runtime import arun, run
-from llama_index_docmemo.store.identity import ScopeLike, caller
-from llama_index_docmemo.store.metadata import has_key, user_keys
-from llama_index_docmemo.types import PageFilter
+from llama_index_docmemo.store.scope import PageFilter, ScopeLike, caller, has_key
 
 if TYPE_CHECKING:
     from llama_index.core.postprocessor.types import BaseNodePostprocessor
@@ -56,7 +54,7 @@ def _first_round_config(config: DocMemoConfig, top_k: int | None) -> DocMemoConf
 def warn_unknown_keys(store: PageStore, scope: PageFilter) -> list[str]:
     """Name the filter's metadata keys that no page the caller may read holds (a misspelt key
     would otherwise look like a missing answer); returns them."""
-    keys = sorted(set(user_keys(scope.where)))
+    keys = scope.metadata_keys()
     reach = PageFilter(doc_ids=scope.doc_ids, tenant=scope.tenant, acl_groups=scope.acl_groups)
     missing = [k for k in keys if store.count_pages(replace(reach, where=has_key(k))) == 0]
     if missing:
@@ -78,13 +76,13 @@ class DocMemoRetriever(BaseRetriever):
         config: loop parameters and ablation switches.
         page_filter: the caller and its scope, applied inside Qdrant on every call: a
             ``PageFilter`` sets the tenant and ACL groups; ``MetadataFilters`` only narrow (a
-            caller without a tenant; see :mod:`llama_index_docmemo.store.identity`).
+            caller without a tenant; see :mod:`llama_index_docmemo.store.scope`).
         reranker: any node postprocessor reordering each round's candidates.
         similarity_top_k: pages ``retrieve`` returns (default: ``pages_per_round``); the
             engine's rounds read ``pages_per_round`` pages each.
         cpu_executor: where async queries run GIL-holding work (page renders, layout
-            analysis); default: one thread of this retriever's own (see
-            :mod:`llama_index_docmemo.cpu`), or pass a ``ProcessPoolExecutor``.
+            analysis); default: the process's CPU thread (see :mod:`llama_index_docmemo.blocking`),
+            or pass an executor of the app's own, e.g. a ``ProcessPoolExecutor``.
     """
 
     def __init__(
@@ -116,8 +114,7 @@ class DocMemoRetriever(BaseRetriever):
         self.similarity_top_k = similarity_top_k
         self._retrieve_config = _first_round_config(self.config, similarity_top_k)
         self.levers = RoundLevers(store, encoder, self.config.levers, self.config.selection)
-        self.cpu_executor = cpu_executor or default_executor()
-        self.calls = ThreadPoolExecutor(max_workers=4, thread_name_prefix="docmemo-call")
+        self.cpu_executor = cpu_executor
         wider = self._retrieve_config.selection
         self._retrieve_levers = (  # retrieve()'s candidates: at least similarity_top_k
             self.levers
@@ -137,7 +134,7 @@ class DocMemoRetriever(BaseRetriever):
             callback_manager=self.callback_manager,
             round_events=False,  # BaseRetriever.retrieve fires them itself
             cpu=self.cpu_executor,
-            calls=self.calls,
+            calls=blocking_pool(),  # asked each query: a forked worker gets its own
         )
         return replace(parts, **overrides)
 

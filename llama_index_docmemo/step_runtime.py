@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
-from llama_index_docmemo.blocking import to_thread
+from llama_index_docmemo.blocking import run_cpu, to_thread
 from llama_index_docmemo.errors import DeadlineExceeded
 
 T = TypeVar("T")
@@ -62,6 +62,14 @@ class Call:
 def offload(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Call:
     """A blocking call: direct from the sync driver, in a worker thread from the async one."""
     return Call(fn, None, args, kwargs)
+
+
+def cpu_call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Call:
+    """GIL-holding work (a render, a layout analysis): inline from the sync driver, on the current
+    CPU executor from the async one (:func:`~llama_index_docmemo.blocking.run_cpu`). ``fn`` must
+    be a module-level function of this package and its arguments picklable (an app's process
+    pool may run it)."""
+    return Call(fn, partial(run_cpu, fn), args, kwargs)
 
 
 def either(

@@ -1,5 +1,6 @@
 """Plain data shared by every layer: page references, page records, embeddings, search hits,
-scope filters and the reader's feedback.
+the store's filter tree and the reader's feedback (the caller's scope is
+:class:`~llama_index_docmemo.store.scope.PageFilter`).
 
 Kept free of I/O and model code so memories, stores, encoders and reasoners can all depend on it.
 """
@@ -118,25 +119,6 @@ class PageHit:
         return self.record.ref
 
 
-@dataclass(frozen=True)
-class PageFilter:
-    """Access and scope constraints applied inside Qdrant on every path (deny by default; the
-    rules live in :mod:`llama_index_docmemo.store.access`).
-
-    Args:
-        doc_ids: restrict to these documents (None: all the caller may see).
-        tenant: the caller's tenant (None: only documents indexed without a tenant).
-        acl_groups: the caller's groups: documents without an ACL, and those whose ACL shares a
-            group with these (None or empty: documents without an ACL only).
-        where: further conditions on any stored payload key (from ``MetadataFilters``).
-    """
-
-    doc_ids: tuple[str, ...] | None = None
-    tenant: str | None = None
-    acl_groups: tuple[str, ...] | None = None
-    where: FieldGroup | None = None
-
-
 FieldOp = Literal["eq", "ne", "in", "nin", "gt", "gte", "lt", "lte", "is_empty"]
 
 
@@ -153,7 +135,8 @@ class FieldMatch:
 class FieldGroup:
     """Conditions combined by ``and`` / ``or`` / ``not`` (none of them), nestable.
 
-    The backend-neutral form of LlamaIndex ``MetadataFilters`` (see ``store/filters.py``).
+    The backend-neutral form of LlamaIndex ``MetadataFilters`` and of every store filter
+    (see ``store/scope.py``); each backend translates it once.
     """
 
     condition: Literal["and", "or", "not"]

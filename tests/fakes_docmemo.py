@@ -23,11 +23,10 @@ from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_ca
 from llama_index_docmemo.encoders.base import PageEncoder
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.reasoning.base import EvidenceNote, Feedback, Reasoner, ReasoningInput
-from llama_index_docmemo.store.access import admits
 from llama_index_docmemo.store.base import PageStore
+from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.types import (
     PageEmbedding,
-    PageFilter,
     PageHit,
     PageInput,
     PageRecord,
@@ -103,7 +102,12 @@ class MemoryPageStore(PageStore):
         doc_ids = page_filter.doc_ids if page_filter is not None else None
         if doc_ids is not None and record_or_schema.doc_id not in doc_ids:
             return False
-        return admits(page_filter, record_or_schema.tenant, record_or_schema.acl)
+        if page_filter is None:
+            return True
+        if page_filter.tenant != record_or_schema.tenant:
+            return False
+        acl = set(record_or_schema.acl)
+        return not acl or bool(acl & set(page_filter.acl_groups or ()))
 
     def list_documents(self, page_filter: PageFilter | None = None) -> list[DocumentSchema]:
         return [s for s in self.schemas.values() if self._visible(s, page_filter)]

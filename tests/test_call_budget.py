@@ -10,7 +10,7 @@ from fakes_docmemo import BagOfWordsEncoder, MemoryPageStore, NativeScriptedLLM
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
-from llama_index_docmemo.types import PageFilter
+from llama_index_docmemo.store.scope import PageFilter
 
 DOC = "report.pdf"
 

@@ -28,7 +28,8 @@ from llama_index_docmemo.memory.schema import DocumentSchema, Section
 from llama_index_docmemo.postprocessors.rerank import LLMReranker
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
 from llama_index_docmemo.reasoning.base import Feedback, ReasoningInput
-from llama_index_docmemo.types import PageFilter, PageRecord, PageRef
+from llama_index_docmemo.store.scope import PageFilter
+from llama_index_docmemo.types import PageRecord, PageRef
 from tests.ingest_samples import text_image_png
 
 DOC = "report.pdf"

@@ -15,7 +15,8 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.ingest.layout.drawing_clusters import cluster_boxes
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
-from llama_index_docmemo.types import PageFilter, PageRef
+from llama_index_docmemo.store.scope import PageFilter
+from llama_index_docmemo.types import PageRef
 
 DOC = "report.pdf"
 LIMIT = 1.5

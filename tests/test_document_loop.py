@@ -11,7 +11,8 @@ from fakes_docmemo import BagOfWordsEncoder, GoldReasoner, MemoryPageStore
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
-from llama_index_docmemo.types import PageFilter, PageRef
+from llama_index_docmemo.store.scope import PageFilter
+from llama_index_docmemo.types import PageRef
 
 FILLER = "quarterly revenue table with operating income and net sales by segment"
 

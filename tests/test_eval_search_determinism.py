@@ -18,13 +18,8 @@ from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store import EdgePageStore, PageStore, QdrantClientPageStore, branch_fusion
 from llama_index_docmemo.store.layouts import DEFAULT_LAYOUT
 from llama_index_docmemo.store.plans import SearchPlan
-from llama_index_docmemo.types import (
-    FieldGroup,
-    PageEmbedding,
-    PageFilter,
-    PageRecord,
-    SparseVector,
-)
+from llama_index_docmemo.store.scope import PageFilter
+from llama_index_docmemo.types import FieldGroup, PageEmbedding, PageRecord, SparseVector
 
 DIM = 8
 

@@ -14,9 +14,9 @@ from llama_index_docmemo.indexing import DocumentIndexer, IndexReport
 from llama_index_docmemo.ingest.files import expand_paths
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store.base import PageStore
+from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.types import (
     PageEmbedding,
-    PageFilter,
     PageHit,
     PageInput,
     PageRecord,

@@ -17,7 +17,8 @@ from llama_index_docmemo.levers.rounds import RoundLevers
 from llama_index_docmemo.memory.references import ReferenceGraph
 from llama_index_docmemo.step_runtime import run
 from llama_index_docmemo.store.base import PageStore
-from llama_index_docmemo.types import FieldGroup, FieldMatch, PageFilter
+from llama_index_docmemo.store.scope import PageFilter
+from llama_index_docmemo.types import FieldGroup, FieldMatch
 
 DOC = "report.pdf"
 TEXTS = {

@@ -8,7 +8,8 @@ from fakes_docmemo import BagOfWordsEncoder, GoldReasoner, MemoryPageStore
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.levers.variants import LEVERS_OFF
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
-from llama_index_docmemo.types import PageFilter, PageRef
+from llama_index_docmemo.store.scope import PageFilter
+from llama_index_docmemo.types import PageRef
 
 DOC = "report.pdf"
 

@@ -15,8 +15,9 @@ from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.events import DocMemoRoundEndEvent, DocMemoRoundStartEvent
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
 from llama_index_docmemo.reasoning.base import Feedback, Reasoner, ReasoningInput
+from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.trace import QueryTrace
-from llama_index_docmemo.types import PageFilter, PageRef
+from llama_index_docmemo.types import PageRef
 
 QUESTION = "what was revenue 2023 growth"
 GOLD = {PageRef("report.pdf", 37), PageRef("report.pdf", 91)}

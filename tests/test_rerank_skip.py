@@ -9,7 +9,8 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.loop.reading import rerank_can_change
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
-from llama_index_docmemo.types import PageFilter, PageRef
+from llama_index_docmemo.store.scope import PageFilter
+from llama_index_docmemo.types import PageRef
 
 DOC = "report.pdf"
 

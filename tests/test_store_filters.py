@@ -15,8 +15,8 @@ from llama_index.core.vector_stores.types import (
 from test_store_backends import BACKENDS, corpus, make_document, make_query, open_store_on
 
 from llama_index_docmemo.nodes import page_node
-from llama_index_docmemo.store.filters import FilterError, to_page_filter
-from llama_index_docmemo.types import FieldGroup, FieldMatch, PageFilter, PageRef
+from llama_index_docmemo.store.scope import FilterError, PageFilter, to_page_filter
+from llama_index_docmemo.types import FieldGroup, FieldMatch, PageRef
 
 
 def mf(*filters: MetadataFilter | MetadataFilters, condition: str = "and") -> MetadataFilters:

@@ -25,9 +25,8 @@ from test_store_backends import BACKENDS, make_document, open_store_on
 from llama_index_docmemo import DocMemoIndex
 from llama_index_docmemo.encoders.base import PageEncoder
 from llama_index_docmemo.store.base import PageStore
-from llama_index_docmemo.store.filters import FilterError
-from llama_index_docmemo.store.identity import IdentityError, caller, narrow
-from llama_index_docmemo.types import FieldGroup, FieldMatch, PageFilter, PageRef
+from llama_index_docmemo.store.scope import FilterError, IdentityError, PageFilter, caller
+from llama_index_docmemo.types import FieldGroup, FieldMatch, PageRef
 
 A = PageFilter(tenant="t1", acl_groups=("g1",))
 
@@ -69,17 +68,17 @@ def eq(key: str, value: object, op: FilterOperator = FilterOperator.EQ) -> Metad
 )
 def test_a_scope_naming_another_identity_is_refused(request_) -> None:
     with pytest.raises(IdentityError, match="identity is set|reserved|control characters"):
-        narrow(A, request_)
+        A.narrow(request_)
 
 
 def test_the_message_says_who_is_asking_and_where_identity_is_set() -> None:
     with pytest.raises(IdentityError) as raised:
-        narrow(A, mf(eq("tenant", "t2")))
+        A.narrow(mf(eq("tenant", "t2")))
     message = str(raised.value)
     assert "'t2'" in message and "tenant 't1'" in message and "'g1'" in message
     assert "DocMemoIndex(..., tenant=, acl=)" in message
     with pytest.raises(IdentityError, match="the caller has no tenant and no ACL groups"):
-        narrow(PageFilter(), PageFilter(tenant="t1"))
+        PageFilter().narrow(PageFilter(tenant="t1"))
 
 
 @pytest.mark.parametrize(
@@ -119,17 +118,17 @@ def test_the_message_says_who_is_asking_and_where_identity_is_set() -> None:
     ],
 )
 def test_scopes_within_the_caller_narrow_it(request_, expected: PageFilter) -> None:
-    assert narrow(A, request_) == expected
+    assert A.narrow(request_) == expected
 
 
 def test_document_ids_intersect_and_conditions_join() -> None:
     engine = PageFilter(doc_ids=("a.pdf", "b.pdf"), tenant="t1", where=FieldGroup("and", ()))
-    scope = narrow(engine, mf(eq("doc_id", ["b.pdf", "c.pdf"], FilterOperator.IN), eq("page", 2)))
+    scope = engine.narrow(mf(eq("doc_id", ["b.pdf", "c.pdf"], FilterOperator.IN), eq("page", 2)))
     assert scope.doc_ids == ("b.pdf",) and scope.tenant == "t1"
     assert scope.where == FieldGroup(
         "and", (FieldGroup("and", ()), FieldGroup("and", (FieldMatch("page", "eq", 2),)))
     )
-    assert narrow(engine, PageFilter(doc_ids=("c.pdf",))).doc_ids == ()  # matches nothing
+    assert engine.narrow(PageFilter(doc_ids=("c.pdf",))).doc_ids == ()  # matches nothing
 
 
 @pytest.mark.parametrize(

@@ -7,14 +7,14 @@ import pytest
 
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.memory.schema import DocumentSchema, Section
-from llama_index_docmemo.store import access, ids, payloads, plans, scopes
+from llama_index_docmemo.store import ids, payloads, plans, scope
 from llama_index_docmemo.store.layouts import DEFAULT_LAYOUT, MULTI
+from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.store.validation import document_points
 from llama_index_docmemo.types import (
     FieldGroup,
     FieldMatch,
     PageEmbedding,
-    PageFilter,
     PageRecord,
     SparseVector,
 )
@@ -93,16 +93,16 @@ def test_page_payload_round_trips_every_field_and_marks_kind() -> None:
         payloads.KIND,
         payloads.FILE_NAME,
         payloads.REVISION,
-        access.TENANT_KEY,
-        access.ACCESS,
-        access.DOC_KEY,
+        payloads.TENANT_KEY,
+        payloads.ACCESS,
+        payloads.DOC_KEY,
     }
-    assert payload[access.DOC_KEY] == ids.document_point_id("acme", "report.pdf")
-    assert payload[access.ACCESS] == ["finance"] and payload[access.TENANT_KEY] == "acme"
+    assert payload[payloads.DOC_KEY] == ids.document_point_id("acme", "report.pdf")
+    assert payload[payloads.ACCESS] == ["finance"] and payload[payloads.TENANT_KEY] == "acme"
     assert payloads.record_from_payload(payload) == record
     public = payloads.page_payload(_record(tenant=None, acl=[]), "rev")
-    assert public[access.ACCESS] == [access.PUBLIC]
-    assert public[access.TENANT_KEY] == access.NO_TENANT
+    assert public[payloads.ACCESS] == [ids.PUBLIC]
+    assert public[payloads.TENANT_KEY] == ids.NO_TENANT
 
 
 def test_schema_payload_round_trips_int_keyed_maps() -> None:
@@ -127,7 +127,7 @@ def test_store_meta_check_names_both_encoders() -> None:
 
 def test_scope_filter_translates_every_page_filter_field() -> None:
     where = FieldGroup("and", (FieldMatch("section", "eq", "Item 7"),))
-    spec = scopes.scope_filter(
+    spec = scope.scope_filter(
         payloads.KIND_PAGE,
         PageFilter(doc_ids=("a", "b"), tenant="t", acl_groups=("g",), where=where),
         page=[1, 2],
@@ -137,24 +137,24 @@ def test_scope_filter_translates_every_page_filter_field() -> None:
         (
             FieldMatch(payloads.KIND, "eq", "page"),
             FieldMatch("doc_id", "in", ("a", "b")),
-            FieldMatch(access.TENANT_KEY, "eq", "t"),
-            FieldMatch(access.ACCESS, "in", (access.PUBLIC, "g")),
+            FieldMatch(payloads.TENANT_KEY, "eq", "t"),
+            FieldMatch(payloads.ACCESS, "in", (ids.PUBLIC, "g")),
             FieldMatch("page", "in", (1, 2)),
-            scopes.COMMITTED,  # pages of an uncommitted revision are never read
+            scope.COMMITTED,  # pages of an uncommitted revision are never read
             where,
         ),
     )
-    assert scopes.COMMITTED == FieldGroup(
+    assert scope.COMMITTED == FieldGroup(
         "not", (FieldMatch(payloads.WRITE_STATE, "eq", payloads.PENDING),)
     )
-    records = scopes.scope_filter(payloads.KIND_DOCUMENT, None)
+    records = scope.scope_filter(payloads.KIND_DOCUMENT, None)
     assert records == FieldGroup("and", (FieldMatch(payloads.KIND, "eq", "document"),))
     # deny by default: no tenant means untenanted documents, no groups means public ones
-    assert scopes.scope_filter(payloads.KIND_PAGE, PageFilter()).clauses == (
+    assert scope.scope_filter(payloads.KIND_PAGE, PageFilter()).clauses == (
         FieldMatch(payloads.KIND, "eq", "page"),
-        FieldMatch(access.TENANT_KEY, "eq", access.NO_TENANT),
-        FieldMatch(access.ACCESS, "eq", access.PUBLIC),
-        scopes.COMMITTED,
+        FieldMatch(payloads.TENANT_KEY, "eq", ids.NO_TENANT),
+        FieldMatch(payloads.ACCESS, "eq", ids.PUBLIC),
+        scope.COMMITTED,
     )
 
 
@@ -181,7 +181,7 @@ def test_file_name_is_the_basename_nodes_show() -> None:
     ],
 )
 def test_matches_nothing(page_filter: PageFilter | None, empty: bool) -> None:
-    assert scopes.matches_nothing(page_filter) is empty
+    assert (page_filter is not None and page_filter.matches_nothing) is empty
 
 
 def test_document_points_builds_pages_and_schema_point() -> None:

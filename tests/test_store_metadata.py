@@ -9,8 +9,8 @@ from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter,
 
 from llama_index_docmemo import IdentityError, PageFilter
 from llama_index_docmemo.store import ids, payloads
-from llama_index_docmemo.store.identity import narrow
-from llama_index_docmemo.store.metadata import metadata_digest, payload_key, user_metadata
+from llama_index_docmemo.store.metadata import metadata_digest, user_metadata
+from llama_index_docmemo.store.scope import payload_key
 from llama_index_docmemo.types import FieldMatch, PageRecord
 
 
@@ -39,17 +39,15 @@ def test_user_keys_are_stored_and_filtered_under_meta() -> None:
     payload = payloads.page_payload(record, ids.revision("v", []))
     assert payload["meta"] == {"year": 2023} and "year" not in payload
     assert payloads.record_from_payload(payload).metadata == {"year": 2023}
-    scope = narrow(
-        PageFilter(tenant="acme"),
+    scope = PageFilter(tenant="acme").narrow(
         MetadataFilters(
             filters=[MetadataFilter(key="year", value=2023, operator=FilterOperator.GTE)]
         ),
     )
     assert scope.where.clauses == (FieldMatch("meta.year", "gte", 2023),)
     with pytest.raises(IdentityError):
-        narrow(
-            PageFilter(tenant="acme"),
-            MetadataFilters(filters=[MetadataFilter(key="tenant", value="b")]),
+        PageFilter(tenant="acme").narrow(
+            MetadataFilters(filters=[MetadataFilter(key="tenant", value="b")])
         )
 
 

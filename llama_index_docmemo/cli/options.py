@@ -213,8 +213,7 @@ def config(args: argparse.Namespace) -> Any:
 def page_filter(args: argparse.Namespace) -> Any:
     """The caller of ``--tenant`` / ``--acl-group`` (checked: no reserved or control-character
     names), scoped to ``--doc``."""
-    from llama_index_docmemo.store.identity import caller
-    from llama_index_docmemo.types import PageFilter
+    from llama_index_docmemo.store.scope import PageFilter, caller
 
     return caller(
         PageFilter(

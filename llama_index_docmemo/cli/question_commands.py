@@ -68,7 +68,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     from llama_index_docmemo.query_engine import DocMemoQueryEngine
-    from llama_index_docmemo.types import PageFilter
+    from llama_index_docmemo.store.scope import PageFilter
 
     requested = options.encoder(args)
     with options.store(args, requested) as store:

@@ -41,8 +41,9 @@ from llama_index_docmemo.loop.trust import RoundOutcome, stop_reason
 from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
 from llama_index_docmemo.step_runtime import run as run_steps
 from llama_index_docmemo.store.base import PageStore
+from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.trace import QueryTrace
-from llama_index_docmemo.types import PageFilter, PageRecord, PageRef
+from llama_index_docmemo.types import PageRecord, PageRef
 
 if TYPE_CHECKING:
     from llama_index_docmemo.query_engine import DocMemoQueryEngine

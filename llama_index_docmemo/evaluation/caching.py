@@ -17,9 +17,9 @@ from llama_index_docmemo.encoders.base import PageEncoder
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store.base import PageStore
+from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.types import (
     PageEmbedding,
-    PageFilter,
     PageHit,
     PageInput,
     PageRecord,

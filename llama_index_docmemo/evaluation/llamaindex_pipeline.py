@@ -28,7 +28,8 @@ from llama_index_docmemo.evaluation.datasets import QAItem
 from llama_index_docmemo.evaluation.metrics import QuestionRun
 from llama_index_docmemo.events import counting_llm_calls
 from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
-from llama_index_docmemo.types import PageFilter, PageRef
+from llama_index_docmemo.store.scope import PageFilter
+from llama_index_docmemo.types import PageRef
 
 if TYPE_CHECKING:
     from llama_index.core.base.base_retriever import BaseRetriever

@@ -35,10 +35,10 @@ from llama_index_docmemo.indexing.stages import (
 from llama_index_docmemo.ingest.documents import parse_documents
 from llama_index_docmemo.ingest.files import SourceFile, expand_paths, regular_file_problem
 from llama_index_docmemo.ingest.ocr import INSTALL_HINT, OcrEngine, OcrMode, resolve_ocr
-from llama_index_docmemo.store.access import check_name, check_utf8
 from llama_index_docmemo.store.base import PageStore
+from llama_index_docmemo.store.ids import check_name, check_utf8
 from llama_index_docmemo.store.metadata import user_metadata
-from llama_index_docmemo.types import PageFilter
+from llama_index_docmemo.store.scope import PageFilter
 
 if TYPE_CHECKING:
     from llama_index.core.schema import Document
@@ -158,7 +158,7 @@ class DocumentIndexer:
 
         Args:
             paths: files and folders (their ``*.pdf`` files, recursively).
-            tenant / acl: who may read them (see :mod:`llama_index_docmemo.store.access`).
+            tenant / acl: who may read them (see :mod:`llama_index_docmemo.store.scope`).
             root: doc ids are paths relative to it; default: each folder given, and the common
                 parent folder of the files given one by one (see
                 :func:`~llama_index_docmemo.ingest.files.expand_paths`).

@@ -12,12 +12,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from llama_index_docmemo.blocking import cpu_pool
 from llama_index_docmemo.errors import DocumentRejectedError, IngestError
 from llama_index_docmemo.faults import fault_point
 from llama_index_docmemo.indexing.index_report import STAGES
@@ -270,9 +270,9 @@ def encode_document(
 ) -> list[PageEmbedding]:
     """Embeddings of the document's pages, ``batch_size`` pages per encoder call.
 
-    Image encoders get each page rendered on demand; the next batch is rendered in a
-    background thread while the current one is encoded (one thread renders at a time: MuPDF
-    is not thread-safe), so rendering hides behind a GPU's encoding. With the store's
+    Image encoders get each page rendered on demand; the next batch is rendered on the process's
+    CPU thread while the current one is encoded (one thread renders at a time: MuPDF is not
+    thread-safe; :mod:`llama_index_docmemo.blocking`), so rendering hides behind a GPU's encoding. With the store's
     ``layout``, each page also gets the vectors the store writes (``lay_out``: token pooling,
     MUVERA), here in the worker that encoded it (stage ``"vectors"``), not in the writer.
     """
@@ -295,8 +295,9 @@ def encode_document(
     embeddings: list[PageEmbedding] = []
     if not batches:
         return embeddings
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="docmemo-render") as pool:
-        ahead = pool.submit(rendered, batches[0])
+    pool = cpu_pool()
+    ahead = pool.submit(rendered, batches[0])
+    try:
         for i in range(len(batches)):
             inputs = ahead.result()
             if i + 1 < len(batches):
@@ -313,6 +314,8 @@ def encode_document(
                     out = [lay_out(e, layout, encoder.dim) for e in out]
             embeddings.extend(out)
             fault_point("batch-encoded")
+    finally:
+        ahead.cancel()  # a failed document renders no further batch
     return embeddings
 
 

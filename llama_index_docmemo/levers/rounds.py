@@ -23,15 +23,8 @@ from llama_index_docmemo.levers.reference_boosts import reference_boosts
 from llama_index_docmemo.lru import BoundedMap
 from llama_index_docmemo.memory.references import ReferenceGraph, build_reference_graph
 from llama_index_docmemo.step_runtime import Steps, either, offload, parallel
-from llama_index_docmemo.store.access import visible_groups
-from llama_index_docmemo.types import (
-    FieldGroup,
-    PageFilter,
-    PageHit,
-    PageRecord,
-    PageRef,
-    QueryEmbedding,
-)
+from llama_index_docmemo.store.scope import PageFilter
+from llama_index_docmemo.types import FieldGroup, PageHit, PageRecord, PageRef, QueryEmbedding
 
 if TYPE_CHECKING:
     from llama_index_docmemo.encoders.base import PageEncoder
@@ -45,7 +38,7 @@ holds only what its scope may read, so two scopes never share one."""
 
 
 def _key(scope: PageFilter, doc_id: str, version: str) -> GraphKey:
-    return (scope.tenant, visible_groups(scope), scope.where, doc_id, version)
+    return (scope.tenant, scope.visible_groups, scope.where, doc_id, version)
 
 
 @dataclass

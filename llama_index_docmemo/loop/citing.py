@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 from llama_index.core.schema import NodeWithScore
 
-from llama_index_docmemo.cpu import cpu_call
 from llama_index_docmemo.evidence.abstention import abstention_reason, not_found_text
 from llama_index_docmemo.evidence.boxes import BoxRequest, locate_boxes
 from llama_index_docmemo.evidence.citations import (
@@ -27,7 +26,7 @@ from llama_index_docmemo.evidence.citations import (
     with_markers,
 )
 from llama_index_docmemo.nodes import is_page, node_ref
-from llama_index_docmemo.step_runtime import Steps
+from llama_index_docmemo.step_runtime import Steps, cpu_call
 from llama_index_docmemo.types import EvidenceNote, PageRef
 
 if TYPE_CHECKING:

@@ -38,10 +38,11 @@ class LoopParts:
         reserved_llm_calls: calls of ``max_llm_calls`` kept for a final answer (streaming).
         round_events: fire LlamaIndex retrieval events per round (off under a retriever,
             whose ``retrieve`` fires them).
-        cpu: where the async driver runs GIL-holding work (renders, layouts: see
-            :mod:`llama_index_docmemo.cpu`; None: the package's blocking pool).
+        cpu: where the async driver runs GIL-holding work (renders, layouts; None: the
+            process's CPU thread, see :mod:`llama_index_docmemo.blocking`).
         calls: the bounded pool the sync driver runs calls on under ``max_seconds``, so it can
-            stop waiting for one at the deadline (None: inline, checked between calls).
+            stop waiting for one at the deadline (an engine's: the process's blocking pool;
+            None: inline, checked between calls).
     """
 
     store: PageStore

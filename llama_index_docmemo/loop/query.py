@@ -23,7 +23,7 @@ import numpy as np
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_index_docmemo.cpu import cpu_executor
+from llama_index_docmemo.blocking import cpu_executor
 from llama_index_docmemo.errors import DeadlineExceeded, LLMError
 from llama_index_docmemo.events import (
     DocMemoRoundEndEvent,
@@ -67,20 +67,14 @@ from llama_index_docmemo.reasoning.base import summarize_evidence
 from llama_index_docmemo.reasoning.replies import sanitize_feedback
 from llama_index_docmemo.selection import Selection, candidate_pool, select_pages
 from llama_index_docmemo.step_runtime import Call, Steps, arun, either, offload, run
+from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.trace import (
     DocumentBelief,
     PageScore,
     RoundTrace,
     StopReason,
 )
-from llama_index_docmemo.types import (
-    Feedback,
-    PageFilter,
-    PageHit,
-    PageRecord,
-    PageRef,
-    QueryEmbedding,
-)
+from llama_index_docmemo.types import Feedback, PageHit, PageRecord, PageRef, QueryEmbedding
 
 if TYPE_CHECKING:
     from llama_index.core.postprocessor.types import BaseNodePostprocessor

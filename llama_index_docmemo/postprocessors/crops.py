@@ -17,7 +17,7 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import ImageNode, NodeWithScore, QueryBundle
 
-from llama_index_docmemo.cpu import run_cpu
+from llama_index_docmemo.blocking import run_cpu
 from llama_index_docmemo.errors import IngestError
 from llama_index_docmemo.ingest.layout.blocks import CROP_KINDS, BBox, LayoutBlock
 from llama_index_docmemo.ingest.layout.cache import LayoutCache

@@ -20,19 +20,21 @@ from llama_index_docmemo.errors import NoStoreError, StoreError
 from llama_index_docmemo.faults import fault_point
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.step_runtime import run
-from llama_index_docmemo.store import access, ids, scopes
+from llama_index_docmemo.store import ids, scope
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store.base import PageStore
 from llama_index_docmemo.store.branch_fusion import fuse_branches
 from llama_index_docmemo.store.layouts import DEFAULT_LAYOUT, MultivectorLayout
-from llama_index_docmemo.store.metadata import index_kind, payload_key
+from llama_index_docmemo.store.metadata import index_kind
 from llama_index_docmemo.store.migrations import migration_steps
 from llama_index_docmemo.store.payloads import (
+    DOC_KEY,
     KIND_DOCUMENT,
     KIND_PAGE,
     LAYOUT_VERSION,
     PAYLOAD_INDEXES,
     REVISION,
+    TENANT_KEY,
     PointData,
     StoreMeta,
     journal_point,
@@ -49,15 +51,9 @@ from llama_index_docmemo.store.plans import (
     prefetch_for,
     search_plan,
 )
+from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.store.validation import document_points
-from llama_index_docmemo.types import (
-    PageEmbedding,
-    PageFilter,
-    PageHit,
-    PageRecord,
-    PageRef,
-    QueryEmbedding,
-)
+from llama_index_docmemo.types import PageEmbedding, PageHit, PageRecord, PageRef, QueryEmbedding
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +78,11 @@ def _write_failure(location: str, doc_id: str, exc: BaseException) -> StoreError
 
 def _route(page_filter: PageFilter | None) -> str | None:
     """The tenant a scoped read concerns (None: the owner's view of every tenant)."""
-    return None if page_filter is None else access.tenant_key(page_filter.tenant)
+    return None if page_filter is None else page_filter.route
+
+
+def _nothing(page_filter: PageFilter | None) -> bool:
+    return page_filter is not None and page_filter.matches_nothing
 
 
 def _hits(scored: Sequence[tuple[dict[str, Any], float]]) -> list[PageHit]:
@@ -170,7 +170,7 @@ class QdrantLayoutStore(PageStore):
 
     async def _arun(self, steps: op.Steps[op.T]) -> op.T:
         """Run a step off the event loop (a backend with a native async client overrides this),
-        on the store's own threads when it has them (``off_loop_threads``)."""
+        on the thread :attr:`~.base.PageStore.holds_gil` says."""
         return await self._off_loop(self._run, steps)
 
     def _begin_bulk_load(self) -> None:
@@ -239,21 +239,19 @@ class QdrantLayoutStore(PageStore):
             return False
         record = yield op.Retrieve(doc_key, route)
         if record is None:
-            yield op.Delete(scopes.stale_pages_filter(doc_key, None), route)
-            yield op.Delete(scopes.journal_filter([doc_key]), route)
+            yield op.Delete(scope.stale_pages_filter(doc_key, None), route)
+            yield op.Delete(scope.journal_filter([doc_key]), route)
         else:
             rev = str(record[REVISION])
             yield op.Commit(PointData(doc_key, payload=record), doc_key, rev, route)
         return True
 
     def _recover_all_steps(self) -> op.Steps[int]:
-        notes = yield from op.scroll_all(
-            scopes.journal_filter(), fields=[access.DOC_KEY, access.TENANT_KEY]
-        )
+        notes = yield from op.scroll_all(scope.journal_filter(), fields=[DOC_KEY, TENANT_KEY])
         done = 0
         for note in notes:
-            route = note.get(access.TENANT_KEY)  # absent in notes of layout 2: every shard
-            done += yield from self._recover_steps(str(note[access.DOC_KEY]), route)
+            route = note.get(TENANT_KEY)  # absent in notes of layout 2: every shard
+            done += yield from self._recover_steps(str(note[DOC_KEY]), route)
         return done
 
     def _batches(self, points: Sequence[PointData]) -> Iterator[list[PointData]]:
@@ -280,7 +278,7 @@ class QdrantLayoutStore(PageStore):
             for key, value in page.metadata.items():
                 kind = index_kind(value)
                 if kind is not None and key not in self._user_indexes:
-                    yield op.CreateIndex(payload_key(key), kind, False)
+                    yield op.CreateIndex(scope.payload_key(key), kind, False)
                     self._user_indexes.add(key)
 
     def _upsert_steps(
@@ -295,7 +293,7 @@ class QdrantLayoutStore(PageStore):
         yield from self._user_index_steps(pages)
         doc_key = record.id
         rev = str(record.payload[REVISION])
-        route = access.tenant_key(schema.tenant)
+        route = ids.tenant_key(schema.tenant)
         try:
             yield from self._recover_steps(doc_key, route)
             yield op.Upsert([journal_point(doc_key, rev, route)], route)
@@ -317,28 +315,30 @@ class QdrantLayoutStore(PageStore):
 
     def _delete_steps(self, doc_id: str, tenant: str | None) -> op.Steps[bool]:
         doc_key = ids.document_point_id(tenant, doc_id)
-        route = access.tenant_key(tenant)
+        route = ids.tenant_key(tenant)
         if (yield op.Retrieve(doc_key, route)) is None:
             yield from self._recover_steps(doc_key, route)
             return False
         yield op.Upsert([journal_point(doc_key, None, route)], route)
-        yield op.Delete(scopes.kind_filter(KIND_DOCUMENT, **{access.DOC_KEY: [doc_key]}), route)
-        yield op.Delete(scopes.stale_pages_filter(doc_key, None), route)
-        yield op.Delete(scopes.journal_filter([doc_key]), route)
+        yield op.Delete(scope.kind_filter(KIND_DOCUMENT, **{DOC_KEY: [doc_key]}), route)
+        yield op.Delete(scope.stale_pages_filter(doc_key, None), route)
+        yield op.Delete(scope.journal_filter([doc_key]), route)
         return True
 
     def _record_steps(self, doc_id: str, tenant: str | None) -> op.Steps[dict | None]:
-        return (yield op.Retrieve(ids.document_point_id(tenant, doc_id), access.tenant_key(tenant)))
+        return (yield op.Retrieve(ids.document_point_id(tenant, doc_id), ids.tenant_key(tenant)))
 
-    def _schema_steps(self, doc_id: str, tenant: str | None) -> op.Steps[DocumentSchema | None]:
+    def _get_schema_steps(self, doc_id: str, tenant: str | None) -> op.Steps[DocumentSchema | None]:
         payload = yield from self._record_steps(doc_id, tenant)
         return None if payload is None else schema_from_payload(payload)
 
-    def _documents_steps(self, page_filter: PageFilter | None) -> op.Steps[list[DocumentSchema]]:
-        if scopes.matches_nothing(page_filter):
+    def _list_documents_steps(
+        self, page_filter: PageFilter | None
+    ) -> op.Steps[list[DocumentSchema]]:
+        if _nothing(page_filter):
             return []
         payloads = yield from op.scroll_all(
-            scopes.scope_filter(KIND_DOCUMENT, page_filter), route=_route(page_filter)
+            scope.scope_filter(KIND_DOCUMENT, page_filter), route=_route(page_filter)
         )
         return sorted((schema_from_payload(p) for p in payloads), key=lambda s: s.doc_id)
 
@@ -369,31 +369,31 @@ class QdrantLayoutStore(PageStore):
         prefetch_limit: int | None,
     ) -> op.Steps[list[PageHit]]:
         """One search request, the committed-revision condition part of its filter; without a
-        ``prefetch_limit`` the depth for the scope comes first (:meth:`_depth_steps`)."""
+        ``prefetch_limit`` the depth for the scope comes first (:meth:`_search_depth_steps`)."""
         plan = self._plan(query, limit, page_filter, prefetch_limit)
-        if scopes.matches_nothing(page_filter):
+        if _nothing(page_filter):
             return []
         if prefetch_limit is None:
-            plan = plan.with_depth((yield from self._depth_steps(page_filter)))
+            plan = plan.with_depth((yield from self._search_depth_steps(page_filter)))
         branches = yield op.Search(plan, _route(page_filter))
         return _hits(fuse_branches(branches, plan))
 
-    def _depth_steps(self, page_filter: PageFilter | None) -> op.Steps[int]:
+    def _search_depth_steps(self, page_filter: PageFilter | None) -> op.Steps[int]:
         """:func:`.plans.prefetch_for` Qdrant's estimated count of the pages in scope: the
         payload-index estimate its query planner uses, no scan (0.02-0.06 ms on Edge against
         1.35 ms for an exact count of 3,000 pages)."""
-        if scopes.matches_nothing(page_filter):
+        if _nothing(page_filter):
             return prefetch_for(0)
-        where = scopes.scope_filter(KIND_PAGE, page_filter)
+        where = scope.scope_filter(KIND_PAGE, page_filter)
         return prefetch_for((yield op.Count(where, _route(page_filter), exact=False)))
 
-    def _pages_steps(
+    def _get_pages_steps(
         self, refs: Sequence[PageRef], page_filter: PageFilter | None
     ) -> op.Steps[list[PageRecord]]:
         wanted = list(dict.fromkeys(refs))
-        if not wanted or scopes.matches_nothing(page_filter):
+        if not wanted or _nothing(page_filter):
             return []
-        where = scopes.scope_filter(
+        where = scope.scope_filter(
             KIND_PAGE,
             page_filter,
             doc_id=sorted({ref.doc_id for ref in wanted}),
@@ -405,10 +405,10 @@ class QdrantLayoutStore(PageStore):
             found.setdefault(record.ref, record)
         return [found[ref] for ref in wanted if ref in found]
 
-    def _count_steps(self, page_filter: PageFilter | None) -> op.Steps[int]:
-        if scopes.matches_nothing(page_filter):
+    def _count_pages_steps(self, page_filter: PageFilter | None) -> op.Steps[int]:
+        if _nothing(page_filter):
             return 0
-        return (yield op.Count(scopes.scope_filter(KIND_PAGE, page_filter), _route(page_filter)))
+        return (yield op.Count(scope.scope_filter(KIND_PAGE, page_filter), _route(page_filter)))
 
     # ------------------------------------------------------------ the PageStore API
 
@@ -445,10 +445,10 @@ class QdrantLayoutStore(PageStore):
         return None if payload is None else str(payload["doc_version"])
 
     def get_schema(self, doc_id: str, *, tenant: str | None = None) -> DocumentSchema | None:
-        return self._run(self._schema_steps(doc_id, tenant))
+        return self._run(self._get_schema_steps(doc_id, tenant))
 
     def list_documents(self, page_filter: PageFilter | None = None) -> list[DocumentSchema]:
-        return self._run(self._documents_steps(page_filter))
+        return self._run(self._list_documents_steps(page_filter))
 
     def search(
         self,
@@ -464,40 +464,18 @@ class QdrantLayoutStore(PageStore):
         self, refs: Sequence[PageRef], page_filter: PageFilter | None = None
     ) -> list[PageRecord]:
         """Existing pages of ``refs`` passing the filter, in the order of ``refs`` (each once)."""
-        return self._run(self._pages_steps(refs, page_filter))
+        return self._run(self._get_pages_steps(refs, page_filter))
 
     def count_pages(self, page_filter: PageFilter | None = None) -> int:
-        return self._run(self._count_steps(page_filter))
+        return self._run(self._count_pages_steps(page_filter))
 
     def search_depth(self, page_filter: PageFilter | None = None) -> int:
-        return self._run(self._depth_steps(page_filter))
+        return self._run(self._search_depth_steps(page_filter))
 
-    async def asearch(
-        self,
-        query: QueryEmbedding,
-        *,
-        limit: int,
-        page_filter: PageFilter | None = None,
-        prefetch_limit: int | None = None,
-    ) -> list[PageHit]:
-        return await self._arun(self._search_steps(query, limit, page_filter, prefetch_limit))
-
-    async def aget_pages(
-        self, refs: Sequence[PageRef], page_filter: PageFilter | None = None
-    ) -> list[PageRecord]:
-        return await self._arun(self._pages_steps(refs, page_filter))
-
-    async def acount_pages(self, page_filter: PageFilter | None = None) -> int:
-        return await self._arun(self._count_steps(page_filter))
-
-    async def asearch_depth(self, page_filter: PageFilter | None = None) -> int:
-        return await self._arun(self._depth_steps(page_filter))
-
-    async def alist_documents(self, page_filter: PageFilter | None = None) -> list[DocumentSchema]:
-        return await self._arun(self._documents_steps(page_filter))
-
-    async def aget_schema(self, doc_id: str, *, tenant: str | None = None) -> DocumentSchema | None:
-        return await self._arun(self._schema_steps(doc_id, tenant))
+    async def _aread(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """The read's steps (``_<method>_steps``, the same the sync method runs) on the async
+        driver (:meth:`_arun`)."""
+        return await self._arun(getattr(self, f"_{method}_steps")(*args, **kwargs))
 
     @contextmanager
     def bulk_load(self) -> Iterator[None]:

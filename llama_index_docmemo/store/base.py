@@ -2,37 +2,26 @@
 
 from __future__ import annotations
 
-import threading
-import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from llama_index_docmemo.blocking import in_executor, to_thread
+from llama_index_docmemo.blocking import to_cpu_thread, to_thread
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store.layouts import MultivectorLayout
 from llama_index_docmemo.store.plans import prefetch_for
-from llama_index_docmemo.types import (
-    PageEmbedding,
-    PageFilter,
-    PageHit,
-    PageRecord,
-    PageRef,
-    QueryEmbedding,
-)
+from llama_index_docmemo.store.scope import PageFilter
+from llama_index_docmemo.types import PageEmbedding, PageHit, PageRecord, PageRef, QueryEmbedding
 
 T = TypeVar("T")
-
-_EXECUTOR_LOCK = threading.Lock()
 
 
 class PageStore(ABC):
     """Pages of documents with multi-vectors, searchable by prefetch + MaxSim rerank.
 
     A document is identified by (tenant, doc_id): two tenants' ``report.pdf`` are two documents.
-    ``page_filter`` follows :mod:`llama_index_docmemo.store.access` (deny by default); ``None``
+    ``page_filter`` follows :mod:`llama_index_docmemo.store.scope` (deny by default); ``None``
     is the owner's unrestricted view, for maintenance. Every backend behaves the same
     (congruence tests run the same cases on each).
     """
@@ -51,11 +40,11 @@ class PageStore(ABC):
         """What rebuilds the store's encoder with its name (see ``load_encoder``)."""
         return {}
 
-    off_loop_threads: int | None = None
-    """Threads running the async twins' blocking calls (None: the package's blocking pool). An
-    in-process engine that holds the GIL through a call (Qdrant Edge) gets 1: threads would
-    not run its calls in parallel, and several of them queued for the GIL starve the event
-    loop (measured: 8 threads of searches stalled a loop 224-348 ms, one thread 35 ms)."""
+    holds_gil: bool = False
+    """Its calls hold the GIL throughout (an in-process engine: Qdrant Edge): the async reads
+    run them on the process's CPU thread, not the blocking pool (see
+    :mod:`llama_index_docmemo.blocking`: threads would not run them in parallel, and several
+    queued for the GIL starve the event loop)."""
 
     @abstractmethod
     def upsert_document(
@@ -122,9 +111,9 @@ class PageStore(ABC):
         page_filter: PageFilter | None = None,
         prefetch_limit: int | None = None,
     ) -> list[PageHit]:
-        """Async :meth:`search`; backends with a native async client override this."""
-        return await self._off_loop(
-            self.search,
+        """Async :meth:`search`."""
+        return await self._aread(
+            "search",
             query,
             limit=limit,
             page_filter=page_filter,
@@ -140,7 +129,7 @@ class PageStore(ABC):
 
     async def asearch_depth(self, page_filter: PageFilter | None = None) -> int:
         """Async :meth:`search_depth`."""
-        return await self._off_loop(self.search_depth, page_filter)
+        return await self._aread("search_depth", page_filter)
 
     @abstractmethod
     def get_pages(
@@ -152,36 +141,36 @@ class PageStore(ABC):
     def count_pages(self, page_filter: PageFilter | None = None) -> int:
         """Number of pages visible through ``page_filter``."""
 
-    # -- async reads of the query path: off the event loop by default ------------------------
+    # -- async reads of the query path -------------------------------------------------------
     async def _off_loop(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """``fn(*args, **kwargs)`` in a worker thread (this store's own, when it has one)."""
-        if self.off_loop_threads is None:
-            return await to_thread(fn, *args, **kwargs)
-        with _EXECUTOR_LOCK:
-            executor = self.__dict__.get("_off_loop_executor")
-            if executor is None:
-                executor = ThreadPoolExecutor(self.off_loop_threads, thread_name_prefix="store")
-                self.__dict__["_off_loop_executor"] = executor
-                weakref.finalize(self, executor.shutdown, wait=False)
-        return await in_executor(executor, fn, *args, **kwargs)
+        """``fn(*args, **kwargs)`` off the event loop, on the thread :attr:`holds_gil` says."""
+        if self.holds_gil:
+            return await to_cpu_thread(fn, *args, **kwargs)
+        return await to_thread(fn, *args, **kwargs)
+
+    async def _aread(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """The async form of the read ``method`` (the name of a sync method above): by default
+        the sync method off the event loop; a backend with native async reads overrides this
+        one hook, never the async methods, so the async API is declared once."""
+        return await self._off_loop(getattr(self, method), *args, **kwargs)
 
     async def aget_pages(
         self, refs: Sequence[PageRef], page_filter: PageFilter | None = None
     ) -> list[PageRecord]:
         """Async :meth:`get_pages`."""
-        return await self._off_loop(self.get_pages, refs, page_filter)
+        return await self._aread("get_pages", refs, page_filter)
 
     async def acount_pages(self, page_filter: PageFilter | None = None) -> int:
         """Async :meth:`count_pages`."""
-        return await self._off_loop(self.count_pages, page_filter)
+        return await self._aread("count_pages", page_filter)
 
     async def alist_documents(self, page_filter: PageFilter | None = None) -> list[DocumentSchema]:
         """Async :meth:`list_documents`."""
-        return await self._off_loop(self.list_documents, page_filter)
+        return await self._aread("list_documents", page_filter)
 
     async def aget_schema(self, doc_id: str, *, tenant: str | None = None) -> DocumentSchema | None:
         """Async :meth:`get_schema`."""
-        return await self._off_loop(self.get_schema, doc_id, tenant=tenant)
+        return await self._aread("get_schema", doc_id, tenant=tenant)
 
     @abstractmethod
     def close(self) -> None:

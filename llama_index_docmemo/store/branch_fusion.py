@@ -12,8 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from llama_index_docmemo.store import access
-from llama_index_docmemo.store.payloads import REVISION
+from llama_index_docmemo.store.payloads import DOC_KEY, REVISION
 from llama_index_docmemo.store.plans import SearchPlan
 
 RRF_K = 2  # Qdrant's own default ranking constant, set explicitly so both backends agree
@@ -32,7 +31,7 @@ def _tie_key(payload: dict[str, Any]) -> TieKey:
     return (
         str(payload.get("doc_id", "")),
         int(payload.get("page", 0)),
-        str(payload.get(access.DOC_KEY, "")),
+        str(payload.get(DOC_KEY, "")),
         str(payload.get(REVISION, "")),
     )
 

@@ -27,7 +27,7 @@ from tenacity import (
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.faults import fault_point
 from llama_index_docmemo.step_runtime import arun
-from llama_index_docmemo.store import access
+from llama_index_docmemo.store import ids
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store._qdrant import QdrantLayoutStore
 from llama_index_docmemo.store.client_requests import Call, Routing, call, vectors_config
@@ -120,7 +120,7 @@ class QdrantClientPageStore(QdrantLayoutStore):
             )
         for tenant in tenant_shard_keys or ():
             try:
-                access.check_name("tenant", tenant)
+                ids.check_name("tenant", tenant)
             except ValueError as exc:
                 raise StoreError(f"tenant_shard_keys: {exc}") from exc
         self.collection = collection

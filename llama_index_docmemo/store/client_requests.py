@@ -15,7 +15,7 @@ from typing import Any
 from qdrant_client import models
 
 from llama_index_docmemo.store import operations as op
-from llama_index_docmemo.store import scopes
+from llama_index_docmemo.store import scope
 from llama_index_docmemo.store.layouts import FDE, GRID, LEXICAL, MULTI, MultivectorLayout
 from llama_index_docmemo.store.payloads import WRITE_STATE, IndexKind, PointData
 from llama_index_docmemo.store.plans import SearchPlan
@@ -41,7 +41,7 @@ def _condition(clause: FieldMatch | FieldGroup) -> Any:
 
 
 def client_filter(group: FieldGroup) -> models.Filter:
-    """The one translation of the store's filter tree (:mod:`.scopes`) into qdrant-client's."""
+    """The one translation of the store's filter tree (:mod:`.scope`) into qdrant-client's."""
     slot = {"and": "must", "or": "should", "not": "must_not"}[group.condition]
     return models.Filter(**{slot: [_condition(clause) for clause in group.clauses]})
 
@@ -188,9 +188,9 @@ def query_requests(plan: SearchPlan, shard_key: Any = None) -> list[models.Query
 def commit_operations(commit: op.Commit, shard_key: Any) -> list[Any]:
     """A commit as one ``batch_update_points`` request: record, stale pages out, pages released,
     journal note out (applied in this order by the server)."""
-    stale = scopes.stale_pages_filter(commit.doc_key, commit.revision)
-    pages = scopes.revision_pages_filter(commit.doc_key, commit.revision)
-    journal = scopes.journal_filter([commit.doc_key])
+    stale = scope.stale_pages_filter(commit.doc_key, commit.revision)
+    pages = scope.revision_pages_filter(commit.doc_key, commit.revision)
+    journal = scope.journal_filter([commit.doc_key])
     return [
         models.UpsertOperation(
             upsert=models.PointsList(points=[point(commit.record)], shard_key=shard_key)

@@ -14,7 +14,7 @@ import qdrant_edge as qe
 
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.faults import fault_point
-from llama_index_docmemo.store import disk_space, ids, scopes
+from llama_index_docmemo.store import disk_space, ids, scope
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store._qdrant import QdrantLayoutStore
 from llama_index_docmemo.store.layouts import (
@@ -56,7 +56,7 @@ def _condition(clause: FieldMatch | FieldGroup) -> Any:
 
 
 def _filter(group: FieldGroup) -> qe.Filter:
-    """The one translation of the store's filter tree (:mod:`.scopes`) into Qdrant Edge's."""
+    """The one translation of the store's filter tree (:mod:`.scope`) into Qdrant Edge's."""
     slot = {"and": "must", "or": "should", "not": "must_not"}[group.condition]
     return qe.Filter(**{slot: [_condition(clause) for clause in group.clauses]})
 
@@ -246,7 +246,7 @@ class EdgePageStore(QdrantLayoutStore):
             another encoder or layout.
     """
 
-    off_loop_threads = 1  # the engine holds the GIL through a call: one thread (base.py)
+    holds_gil = True  # the engine holds the GIL through a call: the process's CPU thread
 
     def __init__(
         self,
@@ -385,12 +385,12 @@ class EdgePageStore(QdrantLayoutStore):
         """Record (the commit point), stale pages out, pages released, journal note out."""
         self._upsert([commit.record])
         fault_point("record-written")
-        stale = scopes.stale_pages_filter(commit.doc_key, commit.revision)
+        stale = scope.stale_pages_filter(commit.doc_key, commit.revision)
         self._update(qe.UpdateOperation.delete_points_by_filter(_filter(stale)))
         fault_point("stale-deleted")
-        pages = scopes.revision_pages_filter(commit.doc_key, commit.revision)
+        pages = scope.revision_pages_filter(commit.doc_key, commit.revision)
         self._update(qe.UpdateOperation.delete_payload_by_filter(_filter(pages), [WRITE_STATE]))
-        journal = scopes.journal_filter([commit.doc_key])
+        journal = scope.journal_filter([commit.doc_key])
         self._update(qe.UpdateOperation.delete_points_by_filter(_filter(journal)))
         self._flush_if_due()
 

@@ -6,34 +6,17 @@ each page under one payload key, :data:`USER` (``{"meta": {"year": 2023}}``), so
 collide with the package's own fields: identity (``tenant``, ``acl`` and their stored forms) and
 bookkeeping (``kind``, ``revision``, ``write_state``...) are never set from metadata. Nodes show
 the user's keys beside the package's (the package's win); a filter on a user key reads
-``meta.<key>`` (:func:`payload_key`) and still goes through
-:func:`~llama_index_docmemo.store.identity.narrow`.
+``meta.<key>`` (:func:`~llama_index_docmemo.store.scope.payload_key`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from llama_index_docmemo.store import access
-from llama_index_docmemo.store.payloads import (
-    FILE_NAME,
-    KIND,
-    PAGE_FIELDS,
-    REVISION,
-    USER,
-    WRITE_STATE,
-    IndexKind,
-)
-from llama_index_docmemo.types import FieldGroup, FieldMatch
-
-PACKAGE_FIELDS = frozenset(
-    {*PAGE_FIELDS, KIND, FILE_NAME, WRITE_STATE, REVISION, access.TENANT_KEY, access.ACCESS}
-    | {access.DOC_KEY, USER}
-)
-"""Top-level payload keys the package writes: filters name them directly."""
+from llama_index_docmemo.store.payloads import PACKAGE_FIELDS, USER, IndexKind
 
 DERIVED = frozenset({"file_name", "file_path", "page_label"})
 """Keys readers set that the package derives itself (from the file and page number): a
@@ -90,12 +73,6 @@ def _names(keys: list[str]) -> str:
     return ", ".join(repr(k) for k in sorted(set(keys)))
 
 
-def payload_key(name: str) -> str:
-    """Where a filter's key is stored: the package's own fields at the top, user keys in
-    :data:`USER`."""
-    return name if name in PACKAGE_FIELDS else f"{USER}.{name}"
-
-
 def index_kind(value: Any) -> IndexKind | None:
     """The payload index a user value takes (lists: of their first item), None for objects."""
     if isinstance(value, list):
@@ -107,22 +84,6 @@ def index_kind(value: Any) -> IndexKind | None:
     if isinstance(value, float):
         return "float"
     return "keyword" if isinstance(value, str) else None
-
-
-def user_keys(clause: FieldMatch | FieldGroup | None) -> Iterator[str]:
-    """The user metadata keys a filter tree names (without the :data:`USER` prefix)."""
-    if clause is None:
-        return
-    if isinstance(clause, FieldGroup):
-        for child in clause.clauses:
-            yield from user_keys(child)
-    elif clause.key.startswith(f"{USER}."):
-        yield clause.key[len(USER) + 1 :]
-
-
-def has_key(key: str) -> FieldGroup:
-    """Points whose user metadata holds ``key`` (with a value)."""
-    return FieldGroup("not", (FieldMatch(payload_key(key), "is_empty"),))
 
 
 def metadata_digest(shared: Mapping[str, Any], pages: Mapping[int, Mapping[str, Any]]) -> str:

@@ -6,10 +6,10 @@ processes opening one server collection at once both finish it.
 
 from __future__ import annotations
 
-from llama_index_docmemo.store import access, scopes
 from llama_index_docmemo.store import operations as op
-from llama_index_docmemo.store.access import match
+from llama_index_docmemo.store import scope
 from llama_index_docmemo.store.payloads import (
+    DOC_KEY,
     FILE_NAME,
     KIND,
     KIND_DOCUMENT,
@@ -22,6 +22,7 @@ from llama_index_docmemo.store.payloads import (
     file_name,
     schema_from_payload,
 )
+from llama_index_docmemo.store.scope import match
 from llama_index_docmemo.types import FieldMatch
 
 
@@ -44,39 +45,37 @@ def _identity_fields() -> op.Steps[None]:
     of its doc id; records move to their (tenant, doc id) point. Pages no record claims (left by
     a crash in 0.1.0) are deleted.
     """
-    records = yield from op.scroll_all(scopes.kind_filter(KIND_DOCUMENT))
+    records = yield from op.scroll_all(scope.kind_filter(KIND_DOCUMENT))
     for payload in records:
         schema = schema_from_payload(payload)
         fields = document_payload(schema)
         page_fields = {k: fields[k] for k in (REVISION, *access_payload(None, "", []))}
         yield op.SetPayload(
-            scopes.kind_filter(KIND_PAGE, doc_id=[schema.doc_id], doc_version=[schema.doc_version]),
+            scope.kind_filter(KIND_PAGE, doc_id=[schema.doc_id], doc_version=[schema.doc_version]),
             page_fields,
         )
-        yield op.Upsert([PointData(fields[access.DOC_KEY], payload=fields)])
+        yield op.Upsert([PointData(fields[DOC_KEY], payload=fields)])
         yield op.Delete(
-            scopes.everything(
+            scope.everything(
                 match(KIND, (KIND_DOCUMENT,)),
                 match("doc_id", (schema.doc_id,)),
-                FieldMatch(access.DOC_KEY, "is_empty"),
+                FieldMatch(DOC_KEY, "is_empty"),
             )
         )
-    yield op.Delete(
-        scopes.everything(match(KIND, (KIND_PAGE,)), FieldMatch(access.DOC_KEY, "is_empty"))
-    )
+    yield op.Delete(scope.everything(match(KIND, (KIND_PAGE,)), FieldMatch(DOC_KEY, "is_empty")))
 
 
 def _file_names() -> op.Steps[int]:
     """Layout 2: ``file_name`` (the basename, as nodes show it) on every page and record, and
     ``source`` on records, so ``MetadataFilter(key="file_name")`` matches what nodes show."""
-    records = yield from op.scroll_all(scopes.kind_filter(KIND_DOCUMENT))
+    records = yield from op.scroll_all(scope.kind_filter(KIND_DOCUMENT))
     for payload in records:
         schema = schema_from_payload(payload)
         fields = document_payload(schema)
-        doc_key = str(fields[access.DOC_KEY])
+        doc_key = str(fields[DOC_KEY])
         yield op.Upsert([PointData(doc_key, payload=fields)])
         yield op.SetPayload(
-            scopes.kind_filter(KIND_PAGE, **{access.DOC_KEY: [doc_key]}),
+            scope.kind_filter(KIND_PAGE, **{DOC_KEY: [doc_key]}),
             {FILE_NAME: file_name(schema.source, schema.doc_id)},
         )
     return len(records)

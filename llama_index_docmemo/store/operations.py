@@ -1,6 +1,6 @@
 """The store's requests as plain data: the shared store logic yields them, a backend sends them.
 
-``route`` names the tenant (its stored key, :func:`.access.tenant_key`) an operation concerns,
+``route`` names the tenant (its stored key, :func:`.ids.tenant_key`) an operation concerns,
 or None for every tenant: a server collection sharded by tenant sends it as the shard key.
 
 :class:`~._qdrant.QdrantLayoutStore` writes every step once, as a generator of these operations

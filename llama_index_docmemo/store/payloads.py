@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.memory.schema import DocumentSchema
-from llama_index_docmemo.store import access, ids
+from llama_index_docmemo.store import ids
 from llama_index_docmemo.store.layouts import LEGACY, MultivectorLayout
 from llama_index_docmemo.types import PageRecord, SparseVector
 
@@ -34,6 +34,12 @@ a bool: Qdrant Edge 0.9 does not match Python booleans."""
 PENDING = "pending"
 USER = "meta"
 """The user's metadata (a JSON object; see :mod:`.metadata`)."""
+TENANT_KEY = "tenant_key"
+"""The tenant, or :data:`~.ids.NO_TENANT` (:func:`~.ids.tenant_key`)."""
+ACCESS = "access"
+"""The document's ACL groups, or ``[PUBLIC]`` when it has none (:func:`~.ids.access_values`)."""
+DOC_KEY = "doc_key"
+"""The document's identity (tenant + doc id) as one keyword, shared by all its points."""
 
 LAYOUT_VERSION = 3
 """1: llama-index-docmemo 0.1.0 (doc id = bare file name, one document per name in the store).
@@ -56,6 +62,12 @@ PAGE_FIELDS: tuple[str, ...] = (
     "ocr",
 )
 
+PACKAGE_FIELDS = frozenset(
+    {*PAGE_FIELDS, KIND, FILE_NAME, WRITE_STATE, REVISION, TENANT_KEY, ACCESS, DOC_KEY, USER}
+)
+"""Top-level payload keys the package writes: filters name them directly, the app's own keys
+live under :data:`USER`."""
+
 IndexKind = Literal["keyword", "integer", "float", "bool"]
 # (payload key, index type, is_tenant): the fields every filter of this package touches.
 PAYLOAD_INDEXES: tuple[tuple[str, IndexKind, bool], ...] = (
@@ -68,9 +80,9 @@ PAYLOAD_INDEXES: tuple[tuple[str, IndexKind, bool], ...] = (
     (FILE_NAME, "keyword", False),
     ("source", "keyword", False),
     (WRITE_STATE, "keyword", False),
-    (access.TENANT_KEY, "keyword", True),
-    (access.ACCESS, "keyword", False),
-    (access.DOC_KEY, "keyword", False),
+    (TENANT_KEY, "keyword", True),
+    (ACCESS, "keyword", False),
+    (DOC_KEY, "keyword", False),
     (REVISION, "keyword", False),
 )
 
@@ -92,11 +104,11 @@ def file_name(source: str, doc_id: str) -> str:
 
 
 def access_payload(tenant: str | None, doc_id: str, acl: list[str]) -> dict[str, Any]:
-    """The identity and access fields every point of a document carries (see :mod:`.access`)."""
+    """The identity and access fields every point of a document carries (see :mod:`.ids`)."""
     return {
-        access.TENANT_KEY: access.tenant_key(tenant),
-        access.ACCESS: access.access_values(acl),
-        access.DOC_KEY: access.document_key(tenant, doc_id),
+        TENANT_KEY: ids.tenant_key(tenant),
+        ACCESS: ids.access_values(acl),
+        DOC_KEY: ids.document_point_id(tenant, doc_id),
     }
 
 
@@ -160,8 +172,8 @@ def journal_point(doc_key: str, revision_id: str | None, route: str) -> PointDat
         ids.journal_point_id(doc_key),
         payload={
             KIND: KIND_JOURNAL,
-            access.DOC_KEY: doc_key,
-            access.TENANT_KEY: route,
+            DOC_KEY: doc_key,
+            TENANT_KEY: route,
             REVISION: revision_id,
         },
     )

@@ -16,9 +16,9 @@ import numpy as np
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.store.layouts import MultivectorLayout
 from llama_index_docmemo.store.payloads import KIND_PAGE
-from llama_index_docmemo.store.scopes import scope_filter
+from llama_index_docmemo.store.scope import PageFilter, scope_filter
 from llama_index_docmemo.store.validation import checked_embedding
-from llama_index_docmemo.types import FieldGroup, PageEmbedding, PageFilter, SparseVector
+from llama_index_docmemo.types import FieldGroup, PageEmbedding, SparseVector
 
 Fusion = Literal["rrf", "dbsf"]
 IdfScope = Literal["filter", "collection"]

@@ -15,7 +15,7 @@ import numpy as np
 
 from llama_index_docmemo.errors import DocumentRejectedError, StoreError
 from llama_index_docmemo.memory.schema import DocumentSchema
-from llama_index_docmemo.store import access, ids
+from llama_index_docmemo.store import ids
 from llama_index_docmemo.store.layouts import MULTI, MultivectorLayout
 from llama_index_docmemo.store.payloads import (
     REVISION,
@@ -124,12 +124,12 @@ def stored_vectors(
 
 def _check_names(schema: DocumentSchema, doc: str) -> None:
     try:
-        access.check_name("doc_id", schema.doc_id)
+        ids.check_name("doc_id", schema.doc_id)
         if schema.tenant is not None:
-            access.check_name("tenant", schema.tenant)
+            ids.check_name("tenant", schema.tenant)
         for group in schema.acl:
-            access.check_name("ACL group", group)
-        access.check_utf8("source file name", schema.source)
+            ids.check_name("ACL group", group)
+        ids.check_utf8("source file name", schema.source)
     except ValueError as exc:
         raise StoreError(f"{doc}: {exc}") from exc
 
@@ -184,7 +184,7 @@ def _document_points(
     seen: set[int] = set()
     points: list[PointData] = []
     record_point = PointData(
-        access.document_key(schema.tenant, schema.doc_id), payload=document_payload(schema)
+        ids.document_point_id(schema.tenant, schema.doc_id), payload=document_payload(schema)
     )
     rev = str(record_point.payload[REVISION])
     for record, embedding in zip(pages, embeddings, strict=True):

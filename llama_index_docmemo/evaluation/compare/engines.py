@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING
 
 from llama_index_docmemo.errors import DocMemoError
 from llama_index_docmemo.evaluation.llamaindex_pipeline import chunk_retriever
+from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.trace import QueryTrace
-from llama_index_docmemo.types import PageFilter, PageRef
+from llama_index_docmemo.types import PageRef
 
 if TYPE_CHECKING:
     from llama_index.core.llms import LLM

@@ -15,7 +15,7 @@ from llama_index_docmemo.evaluation.compare.records import TRACES, AnswerRecord,
 from llama_index_docmemo.evaluation.compare.thumbnails import Thumbnail, render_thumbnail
 from llama_index_docmemo.evaluation.compare.totals import compare_totals
 from llama_index_docmemo.evidence.pages import Box
-from llama_index_docmemo.types import PageFilter
+from llama_index_docmemo.store.scope import PageFilter
 
 if TYPE_CHECKING:
     from llama_index_docmemo.store.base import PageStore
