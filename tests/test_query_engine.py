@@ -228,7 +228,7 @@ def test_per_query_state_holds_only_what_the_query_touched(open_store) -> None:
     store = fill(open_store())
     for i in range(30):
         add_document(
-            store, f"noise{i}.pdf", [f"unrelated page {p} about gardening" for p in range(8)]
+            store, f"noise{i}.pdf", [f"unrelated page {p} about gardening" for p in range(3)]
         )
     # a store returns pages matching nothing too: searches 10 deep reach a few documents
     engine = engine_for(
