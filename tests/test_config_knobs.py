@@ -98,7 +98,7 @@ def _fill(store: PageStore, scenario: str) -> PageStore:
         for p in range(1, N_PAGES + 1)
     ]
     store.upsert_document(schema, records, word_embeddings(records))
-    if scenario == "corpus":  # a second document: the scope is the whole store
+    if scenario != "ocr":  # a second document: the "corpus" scope is the whole store
         add_document(
             store,
             "other.pdf",
@@ -188,12 +188,12 @@ def _shown(inputs: Sequence[ReasoningInput]) -> list[tuple[Any, ...]]:
 
 @pytest.fixture(scope="module")
 def stores(store_maker: StoreMaker) -> Iterator[Callable[[str], PageStore]]:
-    """The report of a scenario (with the OCR'd PDF, with a second document, or plain), made
-    once a module: a query only reads it."""
+    """The report with the OCR'd PDF, or with a second document (in scope in the "corpus"
+    scenario only), made once a module: a query only reads it."""
     made: dict[str, PageStore] = {}
 
     def store(scenario: str) -> PageStore:
-        kind = scenario if scenario in ("ocr", "corpus") else ""
+        kind = "ocr" if scenario == "ocr" else ""  # the others scope the report alone
         if kind not in made:
             made[kind] = _fill(store_maker.open("edge"), kind)
         return made[kind]

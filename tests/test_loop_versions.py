@@ -17,18 +17,19 @@ DOC = "report.pdf"
 
 
 def pages(version: str) -> list[str]:
-    """Twelve pages; the new version's pages match the question better than any old one."""
-    texts = [f"{version} filler page {p} about office plants" for p in range(1, 13)]
-    if version == "v1":
-        texts[2] = "v1 the segment margin was discussed"
-    else:
-        texts = [f"v2 segment margin in 2023 was {p} percent" for p in range(1, 13)]
+    """Twelve pages, each text starting with its version; every page of v2 matches the question
+    better than any page of v1."""
+    if version == "v2":
+        return [f"v2 segment margin in 2023 was {p} percent" for p in range(1, 13)]
+    texts = [f"v1 filler page {p} about office plants" for p in range(1, 13)]
+    texts[2] = "v1 the segment margin was discussed"
     return texts
 
 
 class ReindexingReader(GoldReasoner):
-    """Reads like :class:`GoldReasoner` (page 3 useful; never answers: page 99 does not exist); after its
-    first reading the document is indexed again with new content, as a concurrent ingest does."""
+    """Reads like :class:`GoldReasoner` (page 3 useful; never answers: page 99 does not exist);
+    after its first reading the document is indexed again with new content, as a concurrent
+    ingest does."""
 
     def __init__(self, store: PageStore) -> None:
         super().__init__({PageRef(DOC, 3), PageRef(DOC, 99)}, refine="segment margin 2023 percent")
@@ -54,7 +55,6 @@ def test_a_reindex_between_rounds_never_mixes_versions(open_store) -> None:
     response = engine.query(QUESTION)
     assert store.document_version(DOC) == "v2"  # the re-index happened during the query
     assert len(reader.inputs) >= 2  # rounds after it searched the new version's pages
-    # each version's texts start with its name
     shown = [(page.ref, page.text.split()[0]) for inp in reader.inputs for page in inp.pages]
     assert shown and {version for _, version in shown} == {"v1"}, shown
     returned = [
