@@ -85,8 +85,3 @@ def content_words(text: str) -> list[tuple[str, str]]:
     return [
         (t.key, t.surface.lower()) for t in tokens(text) if t.key is not None and not t.is_number
     ]
-
-
-def is_stop_word(word: str) -> bool:
-    """Whether ``word`` is on the stop-word list (or too short to carry a topic)."""
-    return word_key(word) is None

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from llama_index_docmemo._extras import require
 
 SPECIAL_TOKENS = (
@@ -115,3 +117,9 @@ def tiny_model(processor: Any, *, seed: int = 0, hidden_size: int = 32) -> Any:
         torch.manual_seed(seed)
         model = colpali.ColQwen2_5(config)
     return model.eval()
+
+
+def maxsim(query: np.ndarray, page: np.ndarray) -> float:
+    """Reference late-interaction score, in numpy: each query row's best dot product with a
+    page row, summed (what the store's MaxSim must rank by)."""
+    return float((query @ page.T).max(axis=1).sum())

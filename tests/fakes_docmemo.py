@@ -1,9 +1,8 @@
-"""In-memory test doubles of the store, encoder and reasoner contracts (engine unit tests)."""
+"""Test doubles of the encoder, reader and LLM contracts (engine unit tests; the stores are\nreal: ``stores_docmemo.py``)."""
 
 from __future__ import annotations
 
 import re
-import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,127 +20,58 @@ from llama_index.core.llms import CustomLLM, MockLLM
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 
 from llama_index_docmemo.encoders.base import PageEncoder
-from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.reasoning.base import EvidenceNote, Feedback, Reasoner, ReasoningInput
-from llama_index_docmemo.store.base import PageStore
-from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.types import (
     PageEmbedding,
-    PageHit,
     PageInput,
-    PageRecord,
     PageRef,
     QueryEmbedding,
 )
 
 WORD = re.compile(r"[a-z0-9]+")
-BUCKETS = 100_003
+WORDS = 1024
+QUERY_TIE = 0.2
+_dims: dict[str, int] = {}
 
 
-def bucket(word: str) -> int:
-    """A word's dimension: a stable hash (the built-in ``hash`` of str is salted per process)."""
-    return zlib.crc32(word.encode()) % BUCKETS
+def word_dim(word: str) -> int:
+    """A word's own dimension (0 is the tie-break's), given on first sight and kept for the
+    process, so stores and queries agree and no two words share one (a hash into a space small
+    enough for a real store's vectors would make some collide)."""
+    dim = _dims.setdefault(word, len(_dims) + 1)
+    if dim >= WORDS:
+        raise RuntimeError(f"the test encoder knows {WORDS - 1} words; raise WORDS for {word!r}")
+    return dim
+
+
+def page_tie(page: int) -> float:
+    """A page's weight on the tie-break dimension, lower for later pages: of two pages sharing
+    as many query words, the earlier one scores a little higher. A store orders equal scores as
+    it likes (Qdrant Edge differently from one search to the next), so without it the pages
+    past the last matching one would come in any order."""
+    return 0.05 - 1e-4 * min(page, 400)
 
 
 class BagOfWordsEncoder(PageEncoder):
-    """Hashes words into a small space: one vector per word, so MaxSim counts shared words."""
+    """One one-hot vector per word, so MaxSim (cosine) counts the query words a page has: the
+    tie-break moves a score by less than 0.02 a query word."""
 
     name = "bow-test"
-    dim = BUCKETS
+    dim = WORDS
 
-    def _vec(self, text: str) -> np.ndarray:
+    def _embed(self, text: str, tie: float) -> PageEmbedding:
         words = WORD.findall(text.lower()) or ["_"]
         m = np.zeros((len(words), self.dim), dtype=np.float32)
+        m[:, 0] = tie
         for i, w in enumerate(words):
-            m[i, bucket(w)] = 1.0
-        return m
-
-    def encode_pages(self, pages: Sequence[PageInput]) -> list[PageEmbedding]:
-        return [self._embed(p.text) for p in pages]
-
-    def encode_queries(self, queries: Sequence[str]) -> list[QueryEmbedding]:
-        return [self._embed(q) for q in queries]
-
-    def _embed(self, text: str) -> PageEmbedding:
-        m = self._vec(text)
+            m[i, word_dim(w)] = 1.0
         return PageEmbedding(multivector=m, pooled=m.mean(axis=0))
 
+    def encode_pages(self, pages: Sequence[PageInput]) -> list[PageEmbedding]:
+        return [self._embed(p.text, page_tie(p.ref.page)) for p in pages]
 
-class MemoryPageStore(PageStore):
-    """Exact word-overlap search over pages held in a dict (no Qdrant)."""
-
-    def __init__(self, encoder_name: str = "bow-test") -> None:
-        self.encoder_name = encoder_name
-        self.dim = BUCKETS
-        self.schemas: dict[str, DocumentSchema] = {}
-        self.pages: dict[PageRef, PageRecord] = {}
-        self.searches = 0
-
-    def add(self, doc_id: str, texts: list[str], tenant: str | None = None) -> None:
-        schema = DocumentSchema(doc_id=doc_id, doc_version="v1", n_pages=len(texts), tenant=tenant)
-        records = [
-            PageRecord(doc_id, "v1", i + 1, len(texts), t, source="", tenant=tenant)
-            for i, t in enumerate(texts)
-        ]
-        self.upsert_document(schema, records, [])
-
-    def upsert_document(self, schema, pages, embeddings) -> None:
-        self.schemas[schema.doc_id] = schema
-        for record in pages:
-            self.pages[record.ref] = record
-
-    def document_version(self, doc_id: str, *, tenant: str | None = None) -> str | None:
-        schema = self.get_schema(doc_id, tenant=tenant)
-        return schema.doc_version if schema else None
-
-    def get_schema(self, doc_id: str, *, tenant: str | None = None) -> DocumentSchema | None:
-        schema = self.schemas.get(doc_id)
-        return schema if schema is not None and schema.tenant == tenant else None
-
-    def _visible(self, record_or_schema, page_filter: PageFilter | None) -> bool:
-        doc_ids = page_filter.doc_ids if page_filter is not None else None
-        if doc_ids is not None and record_or_schema.doc_id not in doc_ids:
-            return False
-        if page_filter is None:
-            return True
-        if page_filter.tenant != record_or_schema.tenant:
-            return False
-        acl = set(record_or_schema.acl)
-        return not acl or bool(acl & set(page_filter.acl_groups or ()))
-
-    def list_documents(self, page_filter: PageFilter | None = None) -> list[DocumentSchema]:
-        return [s for s in self.schemas.values() if self._visible(s, page_filter)]
-
-    def delete_document(self, doc_id: str, *, tenant: str | None = None) -> bool:
-        self.pages = {r: p for r, p in self.pages.items() if r.doc_id != doc_id}
-        return self.schemas.pop(doc_id, None) is not None
-
-    def search(self, query, *, limit, page_filter=None, prefetch_limit=None) -> list[PageHit]:
-        self.searches += 1
-        qwords = {int(np.argmax(row)) for row in query.multivector}
-        hits = []
-        for record in self.pages.values():
-            if not self._visible(record, page_filter):
-                continue
-            pwords = {bucket(w) for w in WORD.findall(record.text.lower())}
-            score = len(qwords & pwords)
-            if score:
-                hits.append(PageHit(record, float(score)))
-        hits.sort(key=lambda h: (-h.score, h.record.doc_id, h.record.page))
-        return hits[:limit]
-
-    def get_pages(self, refs, page_filter=None) -> list[PageRecord]:
-        return [
-            self.pages[r]
-            for r in refs
-            if r in self.pages and self._visible(self.pages[r], page_filter)
-        ]
-
-    def count_pages(self, page_filter=None) -> int:
-        return sum(self._visible(r, page_filter) for r in self.pages.values())
-
-    def close(self) -> None:
-        pass
+    def encode_queries(self, queries: Sequence[str]) -> list[QueryEmbedding]:
+        return [self._embed(q, QUERY_TIE) for q in queries]
 
 
 def one_llm_request() -> None:

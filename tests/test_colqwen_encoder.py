@@ -18,10 +18,10 @@ pytest.importorskip("torch")
 pytest.importorskip("torchvision")
 pytest.importorskip("colpali_engine")
 
-from colqwen_tiny import tiny_model, tiny_processor  # noqa: E402
+from colqwen_tiny import maxsim, tiny_model, tiny_processor  # noqa: E402
 from PIL import Image, ImageDraw  # noqa: E402
 
-from llama_index_docmemo.encoders.colqwen import ColQwenEncoder, maxsim, pool_mean  # noqa: E402
+from llama_index_docmemo.encoders.colqwen import ColQwenEncoder, pool_mean  # noqa: E402
 from llama_index_docmemo.errors import DocMemoError  # noqa: E402
 from llama_index_docmemo.memory.schema import DocumentSchema  # noqa: E402
 from llama_index_docmemo.store import EdgePageStore  # noqa: E402

@@ -11,9 +11,10 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("colpali_engine")
 
+from colqwen_tiny import maxsim  # noqa: E402
 from PIL import Image, ImageDraw, ImageFont  # noqa: E402
 
-from llama_index_docmemo.encoders.colqwen import ColQwenEncoder, maxsim  # noqa: E402
+from llama_index_docmemo.encoders.colqwen import ColQwenEncoder  # noqa: E402
 from llama_index_docmemo.types import PageInput, PageRef  # noqa: E402
 
 TEXTS = (

@@ -1,6 +1,6 @@
 """Every ``DocMemoConfig`` knob changes what a query does: one row per knob, two engine runs.
 
-Each row runs the same small query twice over the in-memory doubles, once with a base config and
+Each row runs the same small query twice on a real store (Edge), once with a base config and
 once with the knob changed, and compares what can be observed from outside (the trace without
 timings, what the reader was shown, what the store was asked). A knob the code stops reading
 gives two equal runs and its row fails; a knob added to the config without a row fails the
@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import functools
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes_docmemo import BagOfWordsEncoder, GoldReasoner, MemoryPageStore, ScriptedChatLLM
+from fakes_docmemo import BagOfWordsEncoder, GoldReasoner, ScriptedChatLLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+from stores_docmemo import StoreCalls, StoreMaker, add_document, word_embeddings
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.errors import QuestionError
@@ -28,6 +29,7 @@ from llama_index_docmemo.memory.schema import DocumentSchema, Section
 from llama_index_docmemo.postprocessors.rerank import LLMReranker
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
 from llama_index_docmemo.reasoning.base import Feedback, ReasoningInput
+from llama_index_docmemo.store import PageStore
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.types import PageRecord, PageRef
 from tests.ingest_samples import text_image_png
@@ -53,20 +55,6 @@ N_PAGES = 30
 GOLD = {PageRef(DOC, 11), PageRef(DOC, 12), PageRef(DOC, 999)}  # p999: never done, all rounds run
 
 
-class RecordingStore(MemoryPageStore):
-    """The in-memory store, recording each search's limits."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.calls: list[tuple[int, int | None]] = []
-
-    def search(self, query, *, limit, page_filter=None, prefetch_limit=None):  # noqa: ANN001, ANN201
-        self.calls.append((limit, prefetch_limit))
-        return super().search(
-            query, limit=limit, page_filter=page_filter, prefetch_limit=prefetch_limit
-        )
-
-
 @functools.cache
 def _scanned_report() -> str:
     """A 30-page PDF whose page 11 is only an image of its figure (what an OCR'd page is)."""
@@ -82,8 +70,7 @@ def _scanned_report() -> str:
     return str(path)
 
 
-def _store(scenario: str = "") -> RecordingStore:
-    store = RecordingStore()
+def _fill(store: PageStore, scenario: str) -> PageStore:
     sections = [
         Section(title="Overview", start_page=1, end_page=10),
         Section(title="Results", start_page=11, end_page=20),
@@ -111,9 +98,10 @@ def _store(scenario: str = "") -> RecordingStore:
         )
         for p in range(1, N_PAGES + 1)
     ]
-    store.upsert_document(schema, records, [])
-    if scenario == "corpus":  # a second document: the scope is the whole store
-        store.add(
+    store.upsert_document(schema, records, word_embeddings(records))
+    if scenario != "ocr":  # a second document: the "corpus" scope is the whole store
+        add_document(
+            store,
             "other.pdf",
             ["other company annual review 2023"]
             + [f"revenue growth outlook page {p}" for p in range(2, 13)],
@@ -199,11 +187,30 @@ def _shown(inputs: Sequence[ReasoningInput]) -> list[tuple[Any, ...]]:
     ]
 
 
-def observe(settings: dict[str, Any], scenario: str) -> dict[str, Any]:
+@pytest.fixture(scope="module")
+def stores(store_maker: StoreMaker) -> Iterator[Callable[[str], PageStore]]:
+    """The report with the OCR'd PDF, or with a second document (in scope in the "corpus"
+    scenario only), made once a module: a query only reads it."""
+    made: dict[str, PageStore] = {}
+
+    def store(scenario: str) -> PageStore:
+        kind = "ocr" if scenario == "ocr" else ""  # the others scope the report alone
+        if kind not in made:
+            made[kind] = _fill(store_maker.open("edge"), kind)
+        return made[kind]
+
+    yield store
+    for opened in made.values():
+        opened.close()
+
+
+def observe(
+    settings: dict[str, Any], scenario: str, stores: Callable[[str], PageStore]
+) -> dict[str, Any]:
     """What one query does under ``settings`` in ``scenario``, as seen from outside."""
     if scenario == "ocr" and find_tessdata() is None:
         pytest.skip("Tesseract language data is not installed (the OCR word boxes need it)")
-    store = _store(scenario)
+    store = stores(scenario)
     reader = READERS.get(scenario, GoldReasoner)(GOLD, refine="revenue recognition")
     config = DocMemoConfig(**{"rounds": 3, "pages_per_round": 3, **settings})
     engine = DocMemoQueryEngine.from_defaults(
@@ -216,15 +223,17 @@ def observe(settings: dict[str, Any], scenario: str) -> dict[str, Any]:
         crop_postprocessor=TableCrops() if scenario == "crops" else None,
         evidence_images=False,
     )
-    try:
-        result = engine.run(QUESTION)
-    except QuestionError as error:
-        return {"refused": str(error)}
+    with pytest.MonkeyPatch.context() as patch:
+        calls = StoreCalls(patch, store, "search")
+        try:
+            result = engine.run(QUESTION)
+        except QuestionError as error:
+            return {"refused": str(error)}
     reranker = engine.retriever.reranker
     return {
         "trace": _without_timings(result.trace.model_dump(mode="json")),
         "shown": _shown(reader.inputs),
-        "searches": list(store.calls),
+        "searches": [(k["limit"], k["prefetch_limit"]) for k, _ in calls.calls["search"]],
         # the doubles' pages carry no images: the sizing and the byte budget the reranker
         # would encode them with
         "image_sizing": (
@@ -293,10 +302,12 @@ ROWS: list[tuple[str, Any, dict[str, Any], str]] = [
 _BASES: dict[tuple[str, str], dict[str, Any]] = {}
 
 
-def _base(settings: dict[str, Any], scenario: str) -> dict[str, Any]:
+def _base(
+    settings: dict[str, Any], scenario: str, stores: Callable[[str], PageStore]
+) -> dict[str, Any]:
     key = (repr(sorted(settings.items())), scenario)
     if key not in _BASES:
-        _BASES[key] = observe(settings, scenario)
+        _BASES[key] = observe(settings, scenario, stores)
     return _BASES[key]
 
 
@@ -306,10 +317,10 @@ def test_every_knob_has_a_row() -> None:
 
 @pytest.mark.parametrize(("knob", "value", "base", "scenario"), ROWS, ids=[r[0] for r in ROWS])
 def test_the_knob_changes_what_a_query_does(
-    knob: str, value: Any, base: dict[str, Any], scenario: str
+    knob: str, value: Any, base: dict[str, Any], scenario: str, stores
 ) -> None:
     group = DocMemoConfig.setting_names()[knob]
     before = getattr(getattr(DocMemoConfig(**base), group), knob)
     assert before != value, f"{knob}: the row must change the value ({before!r})"
-    changed = observe({**base, knob: value}, scenario)
-    assert changed != _base(base, scenario), f"{knob}={value!r} changed nothing observable"
+    changed = observe({**base, knob: value}, scenario, stores)
+    assert changed != _base(base, scenario, stores), f"{knob}={value!r} changed nothing observable"

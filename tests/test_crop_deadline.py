@@ -7,14 +7,18 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Iterator
 
-from fakes_docmemo import BagOfWordsEncoder, GoldReasoner, MemoryPageStore
+import pytest
+from fakes_docmemo import BagOfWordsEncoder, GoldReasoner
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
+from stores_docmemo import StoreMaker, add_document
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.ingest.layout.drawing_clusters import cluster_boxes
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
+from llama_index_docmemo.store import PageStore
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.types import PageRef
 
@@ -35,9 +39,16 @@ class SlowLayout(BaseNodePostprocessor):
         return nodes
 
 
-def engine() -> DocMemoQueryEngine:
-    store = MemoryPageStore()
-    store.add(DOC, [f"page {i} about revenue and costs" for i in range(1, 21)])
+@pytest.fixture(scope="module")
+def store(store_maker: StoreMaker) -> Iterator[PageStore]:
+    """Twenty pages alike (on Edge: what is read here is not the store's concern, so one backend)."""
+    shared = store_maker.open("edge")
+    add_document(shared, DOC, [f"page {i} about revenue and costs" for i in range(1, 21)])
+    yield shared
+    shared.close()
+
+
+def engine(store: PageStore) -> DocMemoQueryEngine:
     return DocMemoQueryEngine.from_defaults(
         store=store,
         encoder=BagOfWordsEncoder(),
@@ -49,14 +60,14 @@ def engine() -> DocMemoQueryEngine:
     )
 
 
-def test_a_slow_crop_stage_is_cut_at_the_deadline() -> None:
+def test_a_slow_crop_stage_is_cut_at_the_deadline(store: PageStore) -> None:
     started = time.perf_counter()
-    trace = engine().run("revenue and costs").trace
+    trace = engine(store).run("revenue and costs").trace
     assert time.perf_counter() - started < LIMIT + 1.5
     assert trace.stop_reason == "deadline"
 
 
-def test_the_async_crop_stage_is_cut_too_and_the_loop_runs_on() -> None:
+def test_the_async_crop_stage_is_cut_too_and_the_loop_runs_on(store: PageStore) -> None:
     async def main() -> tuple[float, float]:
         ticks: list[float] = []
 
@@ -67,7 +78,7 @@ def test_the_async_crop_stage_is_cut_too_and_the_loop_runs_on() -> None:
 
         ticker = asyncio.create_task(tick())
         started = time.perf_counter()
-        result = await engine().arun("revenue and costs")
+        result = await engine(store).arun("revenue and costs")
         took = time.perf_counter() - started
         ticker.cancel()
         assert result.trace.stop_reason == "deadline"

@@ -4,59 +4,63 @@ exactly the per-document loop."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from fakes_docmemo import BagOfWordsEncoder, GoldReasoner, MemoryPageStore
+from fakes_docmemo import BagOfWordsEncoder, GoldReasoner
+from stores_docmemo import StoreCalls, StoreMaker, add_document
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
+from llama_index_docmemo.store import PageStore
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.types import PageRef
 
 FILLER = "quarterly revenue table with operating income and net sales by segment"
 
 
-class RecordingStore(MemoryPageStore):
-    """The in-memory store, recording the scope of each search."""
+@pytest.fixture(scope="module")
+def stores(store_maker: StoreMaker, backend: str) -> Iterator[Callable[[int], PageStore]]:
+    """The first ``n`` of three companies' reports, one store a count, made once a module."""
+    made: dict[int, PageStore] = {}
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.scopes: list[tuple[str, ...] | None] = []
+    def store(n_docs: int = 3) -> PageStore:
+        if n_docs not in made:
+            made[n_docs] = store_maker.open(backend)
+            names = ["ACME_2023_10K.pdf", "GLOBEX_2023_10K.pdf", "INITECH_2023_10K.pdf"]
+            for number, name in enumerate(names[:n_docs]):
+                company = name.split("_")[0].title()
+                texts = [f"{company} annual report 2023 cover"] + [
+                    f"{FILLER} page {p} of {company}" for p in range(2, 41)
+                ]
+                texts[19 + number] = f"{company} capital expenditure was 120 million {FILLER}"
+                add_document(made[n_docs], name, texts)
+        return made[n_docs]
 
-    def search(self, query, *, limit, page_filter=None, prefetch_limit=None):  # noqa: ANN001, ANN201
-        self.scopes.append(page_filter.doc_ids if page_filter is not None else None)
-        return super().search(
-            query, limit=limit, page_filter=page_filter, prefetch_limit=prefetch_limit
-        )
-
-
-def _store(n_docs: int = 3) -> RecordingStore:
-    store = RecordingStore()
-    names = ["ACME_2023_10K.pdf", "GLOBEX_2023_10K.pdf", "INITECH_2023_10K.pdf"][:n_docs]
-    for number, name in enumerate(names):
-        company = name.split("_")[0].title()
-        texts = [f"{company} annual report 2023 cover"] + [
-            f"{FILLER} page {p} of {company}" for p in range(2, 41)
-        ]
-        texts[19 + number] = f"{company} capital expenditure was 120 million {FILLER}"
-        store.add(name, texts)
-    return store
+    yield store
+    for opened in made.values():
+        opened.close()
 
 
 def _trace(result: Any) -> dict[str, Any]:
+    """The trace without timings, its scores to float32's precision (a store's searches of
+    different depths may sum a page's MaxSim in another order)."""
+
     def strip(value: Any) -> Any:
         if isinstance(value, dict):
             return {k: strip(v) for k, v in value.items() if k != "seconds"}
         if isinstance(value, list):
             return [strip(v) for v in value]
+        if isinstance(value, float):
+            return round(value, 6)
         return value
 
     return strip(result.trace.model_dump(mode="json"))
 
 
 def _run(
-    store: RecordingStore,
+    store: PageStore,
     gold: set[PageRef],
     scope: PageFilter | None = None,
     question: str = "What was Acme's capital expenditure in 2023?",
@@ -82,17 +86,16 @@ GOLD = {PageRef("ACME_2023_10K.pdf", 20), PageRef("ACME_2023_10K.pdf", 99)}  # n
     ids=["one-document-scope", "one-document-store"],
 )
 def test_one_document_in_scope_is_the_per_document_loop(
-    n_docs: int, scope: PageFilter | None
+    stores, n_docs: int, scope: PageFilter | None
 ) -> None:
-    with_beliefs = _run(_store(n_docs), GOLD, scope)
-    without = _run(_store(n_docs), GOLD, scope, document_beliefs=False)
+    with_beliefs = _run(stores(n_docs), GOLD, scope)
+    without = _run(stores(n_docs), GOLD, scope, document_beliefs=False)
     assert _trace(with_beliefs) == _trace(without)
     assert all(not r.documents for r in with_beliefs.trace.rounds)
 
 
-def test_the_named_document_gets_the_round_and_its_labels_hold_it() -> None:
-    store = _store()
-    result = _run(store, GOLD)
+def test_the_named_document_gets_the_round_and_its_labels_hold_it(stores) -> None:
+    result = _run(stores(), GOLD)
     rounds = result.trace.rounds
     assert rounds[0].documents[0].doc == "ACME_2023_10K.pdf"
     assert {p.doc for r in rounds for p in r.selected} == {"ACME_2023_10K.pdf"}
@@ -102,15 +105,15 @@ def test_the_named_document_gets_the_round_and_its_labels_hold_it() -> None:
     assert rounds[0].documents[1].alpha < 2.0 and rounds[0].documents[1].pages == 0
 
 
-def test_without_document_beliefs_the_rounds_scatter_over_the_store() -> None:
-    result = _run(_store(), GOLD, document_beliefs=False)
+def test_without_document_beliefs_the_rounds_scatter_over_the_store(stores) -> None:
+    result = _run(stores(), GOLD, document_beliefs=False)
     assert len({p.doc for r in result.trace.rounds for p in r.selected}) > 1
 
 
-def test_two_documents_close_in_belief_share_a_round_until_one_is_useful() -> None:
+def test_two_documents_close_in_belief_share_a_round_until_one_is_useful(stores) -> None:
     gold = {PageRef("GLOBEX_2023_10K.pdf", 21), PageRef("GLOBEX_2023_10K.pdf", 99)}
     result = _run(
-        _store(2),
+        stores(2),
         gold,
         question="What was the capital expenditure in 2023?",  # names no company
         card_weight=0.0,
@@ -131,19 +134,21 @@ def test_two_documents_close_in_belief_share_a_round_until_one_is_useful() -> No
     }
 
 
-def test_the_levers_search_inside_the_documents_never_the_whole_store() -> None:
-    store = _store()
+def test_the_levers_search_inside_the_documents_never_the_whole_store(stores, monkeypatch) -> None:
+    store = stores()
+    calls = StoreCalls(monkeypatch, store, "search")
     _run(store, GOLD, statement_weight=1.0)
-    whole = [s for s in store.scopes if s is None]
+    scopes = [kwargs["page_filter"].doc_ids for kwargs, _ in calls.calls["search"]]
+    whole = [s for s in scopes if s is None]
     assert len(whole) == 1  # the question's one search over the store (the document stage)
-    assert all(s == ("ACME_2023_10K.pdf",) for s in store.scopes if s is not None)
-    assert len(store.scopes) > 3  # the document's own search each round plus the statements
+    assert all(s == ("ACME_2023_10K.pdf",) for s in scopes if s is not None)
+    assert len(scopes) > 3  # the document's own search each round plus the statements
 
 
-async def test_the_async_loop_weighs_documents_as_the_sync_one() -> None:
+async def test_the_async_loop_weighs_documents_as_the_sync_one(stores) -> None:
     config = DocMemoConfig(rounds=3, pages_per_round=3)
     engine = DocMemoQueryEngine.from_defaults(
-        store=_store(),
+        store=stores(),
         encoder=BagOfWordsEncoder(),
         reasoner=GoldReasoner(GOLD),
         config=config,

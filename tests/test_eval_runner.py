@@ -1,12 +1,14 @@
-"""Runner and baselines over in-memory doubles: fixed budget, same first round, stop rules, resume."""
+"""Runner and baselines on a real store: fixed budget, same first round, stop rules, resume."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fakes_docmemo import BagOfWordsEncoder, MemoryPageStore
+from fakes_docmemo import BagOfWordsEncoder
+from stores_docmemo import StoreMaker, add_document
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.errors import DocMemoError
@@ -17,6 +19,7 @@ from llama_index_docmemo.evaluation.runner import RESULTS, check_settings, load_
 from llama_index_docmemo.evaluation.simulated import SimulatedReasoner
 from llama_index_docmemo.evaluation.stopping import StopRule
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
+from llama_index_docmemo.store import PageStore
 from llama_index_docmemo.types import PageRef
 
 
@@ -28,10 +31,17 @@ def pages() -> list[str]:
     return out
 
 
+@pytest.fixture(scope="module")
+def store(store_maker: StoreMaker) -> Iterator[PageStore]:
+    """The report, shared: the runs only read it (on Edge: the store is not what is tested)."""
+    shared = store_maker.open("edge")
+    add_document(shared, "r.pdf", pages())
+    yield shared
+    shared.close()
+
+
 @pytest.fixture()
-def setup(tmp_path: Path):
-    store = MemoryPageStore()
-    store.add("r.pdf", pages())
+def setup(tmp_path: Path, store: PageStore):
     root = tmp_path / "data"
     (root / "pdfs").mkdir(parents=True)
     (root / "pdfs" / "r.pdf").write_bytes(b"%PDF-1.4")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fakes_docmemo import BagOfWordsEncoder, MemoryPageStore
+from fakes_docmemo import BagOfWordsEncoder
 from pydantic import ValidationError
+from stores_docmemo import StoreMaker, add_document
 
 from llama_index_docmemo.config import DocMemoConfig, LoopSettings
 from llama_index_docmemo.evaluation.baselines import build_engines
@@ -18,6 +20,7 @@ from llama_index_docmemo.evaluation.simulated import SimulatedReasoner
 from llama_index_docmemo.evaluation.stopping import StopRule
 from llama_index_docmemo.loop.trust import gives_up, trusts_answer
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
+from llama_index_docmemo.store import PageStore
 from llama_index_docmemo.types import PageRef
 
 ROUND_BASED = ("docmemo", "static-paged", "neighbours")
@@ -92,9 +95,17 @@ def dataset(tmp_path: Path) -> EvalDataset:
     return load_dataset(root)
 
 
-def _engines(overrides: dict[str, object]):
-    store, encoder = MemoryPageStore(), BagOfWordsEncoder()
-    store.add("r.pdf", _pages())
+@pytest.fixture(scope="module")
+def store(store_maker: StoreMaker) -> Iterator[PageStore]:
+    """The report, shared: the runs only read it (on Edge: the store is not what is tested)."""
+    shared = store_maker.open("edge")
+    add_document(shared, "r.pdf", _pages())
+    yield shared
+    shared.close()
+
+
+def _engines(store: PageStore, overrides: dict[str, object]):
+    encoder = BagOfWordsEncoder()
 
     def make(config: DocMemoConfig, reasoner):
         return DocMemoQueryEngine.from_defaults(
@@ -111,8 +122,10 @@ def _engines(overrides: dict[str, object]):
     )
 
 
-def test_baselines_read_docmemos_round_sizes(dataset: EvalDataset, tmp_path: Path) -> None:
-    engines = _engines({"candidates": 10, "pages_schedule": (3, 1), "rounds": 4})
+def test_baselines_read_docmemos_round_sizes(
+    dataset: EvalDataset, store: PageStore, tmp_path: Path
+) -> None:
+    engines = _engines(store, {"candidates": 10, "pages_schedule": (3, 1), "rounds": 4})
     runs = run_evaluation(
         dataset, engines, lambda: SimulatedReasoner(fn=0.0, fp=0.0), tmp_path, progress=False
     )
@@ -124,11 +137,11 @@ def test_baselines_read_docmemos_round_sizes(dataset: EvalDataset, tmp_path: Pat
 
 @pytest.mark.parametrize("needs_evidence", [False, True])
 def test_an_unevidenced_answer_ends_no_engine_early(
-    dataset: EvalDataset, tmp_path: Path, needs_evidence: bool
+    dataset: EvalDataset, store: PageStore, tmp_path: Path, needs_evidence: bool
 ) -> None:
     """A stop signal that always says "answered" too early, and a reader that labels nothing
     useful: with ``answer_needs_evidence`` every round-based engine reads on to its last round."""
-    engines = _engines({"candidates": 10, "answer_needs_evidence": needs_evidence})
+    engines = _engines(store, {"candidates": 10, "answer_needs_evidence": needs_evidence})
     runs = run_evaluation(
         dataset,
         {name: engines[name] for name in ROUND_BASED},
@@ -144,7 +157,9 @@ def test_an_unevidenced_answer_ends_no_engine_early(
 
 
 @pytest.mark.parametrize("first_round", [1, 2])
-def test_round_one_fusion_reaches_every_baseline(tmp_path: Path, first_round: int) -> None:
+def test_round_one_fusion_reaches_every_baseline(
+    open_store, tmp_path: Path, first_round: int
+) -> None:
     """With ``statement_first_round=1`` the income statement joins round 1, for DocMemo and for
     every engine reading the first-round ranking alike; by default round 1 is the plain ranking."""
     root = tmp_path / "data"
@@ -155,8 +170,8 @@ def test_round_one_fusion_reaches_every_baseline(tmp_path: Path, first_round: in
     (root / "pdfs" / "r.pdf").write_bytes(b"%PDF-1.4")
     pages = _pages()
     pages[9] = "consolidated statements of operations net sales operating income net income"
-    store, encoder = MemoryPageStore(), BagOfWordsEncoder()
-    store.add("r.pdf", pages)
+    store, encoder = open_store(), BagOfWordsEncoder()
+    add_document(store, "r.pdf", pages)
 
     def make(config: DocMemoConfig, reasoner):
         return DocMemoQueryEngine.from_defaults(
@@ -181,12 +196,12 @@ def test_round_one_fusion_reaches_every_baseline(tmp_path: Path, first_round: in
 
 @pytest.mark.parametrize("fn", [1.0, 0.0])
 def test_every_round_based_engine_gives_up_by_the_same_rule(
-    dataset: EvalDataset, tmp_path: Path, fn: float
+    dataset: EvalDataset, store: PageStore, tmp_path: Path, fn: float
 ) -> None:
     """``give_up_after_pages=6`` with a reader that labels nothing useful: DocMemo and its
     round-based baselines end after the round that reaches 6 pages; with the gold pages
     recognised (and no stop signal) they read on to their last round."""
-    engines = _engines({"candidates": 10, "give_up_after_pages": 6, "rounds": 4})
+    engines = _engines(store, {"candidates": 10, "give_up_after_pages": 6, "rounds": 4})
     runs = run_evaluation(
         dataset,
         {name: engines[name] for name in ROUND_BASED},

@@ -1,48 +1,21 @@
-"""The levers inside the loop, over in-memory doubles: each changes later rounds only, as switched."""
+"""The levers inside the loop, on both real stores: each changes later rounds only, as switched."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
-from fakes_docmemo import BagOfWordsEncoder, GoldReasoner, MemoryPageStore
+from fakes_docmemo import BagOfWordsEncoder, GoldReasoner
+from stores_docmemo import StoreCalls, StoreMaker, add_document
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.levers.variants import LEVERS_OFF
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
+from llama_index_docmemo.store import PageStore
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.types import PageRef
 
 DOC = "report.pdf"
-
-
-class CountingStore(MemoryPageStore):
-    """Counts the schema look-ups (each reference graph built makes one)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.schema_lookups = 0
-
-    def get_schema(self, doc_id, *, tenant=None):  # noqa: ANN001, ANN201
-        self.schema_lookups += 1
-        return super().get_schema(doc_id, tenant=tenant)
-
-
-class DepthStore(CountingStore):
-    """Records how often a query asks for the first-stage depth and what its searches use."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.depth_asks = 0
-        self.prefetches: list[int | None] = []
-
-    def search_depth(self, page_filter=None) -> int:  # noqa: ANN001
-        self.depth_asks += 1
-        return 321
-
-    def search(self, query, *, limit, page_filter=None, prefetch_limit=None):  # noqa: ANN001, ANN201
-        self.prefetches.append(prefetch_limit)
-        return super().search(
-            query, limit=limit, page_filter=page_filter, prefetch_limit=prefetch_limit
-        )
 
 
 def pages() -> list[str]:
@@ -57,11 +30,19 @@ def pages() -> list[str]:
     return texts
 
 
-@pytest.fixture()
-def store() -> CountingStore:
-    s = CountingStore()
-    s.add(DOC, pages())
-    return s
+@pytest.fixture(scope="module")
+def store(store_maker: StoreMaker, backend: str) -> Iterator[PageStore]:
+    """The report, shared by the tests that only query it."""
+    shared = store_maker.open(backend)
+    add_document(shared, DOC, pages())
+    yield shared
+    shared.close()
+
+
+@pytest.fixture
+def calls(store: PageStore, monkeypatch: pytest.MonkeyPatch) -> StoreCalls:
+    """The shared store's searches, depth asks and schema look-ups during the test."""
+    return StoreCalls(monkeypatch, store, "search", "search_depth", "get_schema")
 
 
 def engine_for(store, gold, **cfg) -> DocMemoQueryEngine:
@@ -82,9 +63,7 @@ def run(store, gold, question, **cfg):
     return [[PageRef(p.doc, p.page) for p in trace.pages_read if p.round == r] for r in (1, 2, 3)]
 
 
-def test_reference_propagation_reads_the_cited_table() -> None:
-    store = CountingStore()
-    store.add(DOC, pages())
+def test_reference_propagation_reads_the_cited_table(store: PageStore) -> None:
     gold = {PageRef(DOC, 3), PageRef(DOC, 41)}
     question = "what revenue"
     off = run(store, gold, question)
@@ -94,23 +73,23 @@ def test_reference_propagation_reads_the_cited_table() -> None:
     assert PageRef(DOC, 41) not in off[0] + off[1]
 
 
-def test_levers_off_search_only_the_question_and_build_no_graphs(store) -> None:
+def test_levers_off_search_only_the_question_and_build_no_graphs(store, calls) -> None:
     """Switched off, no lever searches or fetches: one store search a round, no reference
     graph (a lever that ignored its switch would add searches or schema look-ups)."""
     question = "revenue by region and headcount in 2019 and 2021"  # names a statement's metric
     gold = {PageRef(DOC, 59)}  # never found: every round runs
     run(store, gold, question)
-    assert store.searches == 3 and store.schema_lookups == 0
-    store.searches = 0
+    assert calls.count("search") == 3 and calls.count("get_schema") == 0
+    calls.clear()
     run(store, gold, question, statement_weight=0.7, reference_weight=2.0)
-    assert store.searches == 4  # the income statement's search, once, from round 2 on
+    assert calls.count("search") == 4  # the income statement's search, once, from round 2 on
 
 
-def test_pages_the_question_names_are_read_from_round_two() -> None:
-    store = CountingStore()
+def test_pages_the_question_names_are_read_from_round_two(open_store) -> None:
+    store = open_store()
     texts = pages()
     texts[13] = "Figure 9: a chart of zebra counts"
-    store.add(DOC, texts)
+    add_document(store, DOC, texts)
     question = "In Figure 9 and on the last page, how many office plants?"
     unseen = {PageRef(DOC, 59)}  # never found: the loop runs every round
     off = run(store, unseen, question)
@@ -124,22 +103,20 @@ QUESTION_WITH_STATEMENT = "revenue by region and headcount in 2019 and 2021"
 
 
 @pytest.mark.parametrize("driver", ["sync", "async"])
-async def test_a_query_sizes_its_searches_once(driver: str) -> None:
+async def test_a_query_sizes_its_searches_once(store, calls, driver: str) -> None:
     """Every search of a query, the statement's too, goes as deep as one ask of the store
     says (on a server each ask is a request: one a search would add a round trip each)."""
-    store = DepthStore()
-    store.add(DOC, pages())
     engine = engine_for(store, {PageRef(DOC, 59)}, statement_weight=0.7)  # every round runs
     if driver == "sync":
         engine.run(QUESTION_WITH_STATEMENT)
     else:
         await engine.arun(QUESTION_WITH_STATEMENT)
-    assert store.depth_asks == 1
-    assert store.prefetches == [321] * 4  # 3 rounds and the statement's search
+    ((_, depth),) = calls.calls["search_depth"]
+    prefetches = [kwargs["prefetch_limit"] for kwargs, _ in calls.calls["search"]]
+    assert prefetches == [depth] * 4  # 3 rounds and the statement's search
 
 
-def test_a_set_prefetch_asks_the_store_nothing() -> None:
-    store = DepthStore()
-    store.add(DOC, pages())
+def test_a_set_prefetch_asks_the_store_nothing(store, calls) -> None:
     run(store, {PageRef(DOC, 59)}, QUESTION_WITH_STATEMENT, statement_weight=0.7, prefetch=50)
-    assert store.depth_asks == 0 and store.prefetches == [50] * 4
+    prefetches = [kwargs["prefetch_limit"] for kwargs, _ in calls.calls["search"]]
+    assert calls.count("search_depth") == 0 and prefetches == [50] * 4

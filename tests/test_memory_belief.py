@@ -72,14 +72,6 @@ def test_pages_outside_scope_are_ignored_by_update_and_rejected_by_get() -> None
     assert len(m) == 0  # nothing outside the scope got a belief of its own
 
 
-def test_prior_from_scores_only_primes_uninformed_pages() -> None:
-    m = PageBeliefMemory(DOCS)
-    m.update(useful=[PageRef("a.pdf", 1)])
-    m.set_prior_from_scores([PageRef("a.pdf", 1), PageRef("a.pdf", 9)], np.array([0.0, 0.8]), 10)
-    assert m.get(PageRef("a.pdf", 1)) == (2.0, 1.0)
-    assert m.get(PageRef("a.pdf", 9)) == pytest.approx((9.0, 3.0))
-
-
 @settings(max_examples=200, deadline=None)
 @given(
     rounds=st.lists(

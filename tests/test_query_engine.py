@@ -1,27 +1,32 @@
-"""The DocMemo loop end to end over in-memory doubles: recovery, stops, isolation, events."""
+"""The DocMemo loop end to end on both real stores: recovery, stops, isolation, events."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 import pytest
-from fakes_docmemo import BagOfWordsEncoder, GoldReasoner, MemoryPageStore, one_llm_request
+from fakes_docmemo import BagOfWordsEncoder, GoldReasoner, one_llm_request
 from llama_index.core.base.response.schema import Response
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.schema import QueryBundle
+from stores_docmemo import StoreMaker, add_document
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.events import DocMemoRoundEndEvent, DocMemoRoundStartEvent
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
 from llama_index_docmemo.reasoning.base import Feedback, Reasoner, ReasoningInput
+from llama_index_docmemo.store import PageStore
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.trace import QueryTrace
 from llama_index_docmemo.types import PageRef
 
 QUESTION = "what was revenue 2023 growth"
 GOLD = {PageRef("report.pdf", 37), PageRef("report.pdf", 91)}
-UNVERIFIED_42 = "42 (Unverified: a figure of this answer is on no page read.)"  # the fake pages do not say 42
+UNVERIFIED_42 = (
+    "42 (Unverified: a figure of this answer is on no page read.)"  # the fake pages do not say 42
+)
 
 
 def report_pages() -> list[str]:
@@ -33,12 +38,18 @@ def report_pages() -> list[str]:
     return pages
 
 
-@pytest.fixture()
-def store() -> MemoryPageStore:
-    s = MemoryPageStore()
-    s.add("report.pdf", report_pages())
-    s.add("other.pdf", ["revenue 2023 growth in another company"] * 3, tenant="other")
-    return s
+def fill(store: PageStore) -> PageStore:
+    add_document(store, "report.pdf", report_pages())
+    add_document(store, "other.pdf", ["revenue 2023 growth in another company"] * 3, tenant="other")
+    return store
+
+
+@pytest.fixture(scope="module")
+def store(store_maker: StoreMaker, backend: str) -> Iterator[PageStore]:
+    """The report and another tenant's document, shared by the tests that only query."""
+    shared = fill(store_maker.open(backend))
+    yield shared
+    shared.close()
 
 
 def engine_for(store, reasoner, **cfg) -> DocMemoQueryEngine:
@@ -214,24 +225,33 @@ def test_question_bounds(store) -> None:
     assert all(len(r.query) <= 50 for r in cut.trace.rounds)
 
 
-def test_per_query_state_holds_only_what_the_query_touched(store) -> None:
+def test_per_query_state_holds_only_what_the_query_touched(open_store) -> None:
+    store = fill(open_store())
     for i in range(30):
-        store.add(f"noise{i}.pdf", [f"unrelated page {p} about gardening" for p in range(40)])
-    engine = engine_for(store, GoldReasoner(GOLD, refine="segment margin"))
+        add_document(
+            store, f"noise{i}.pdf", [f"unrelated page {p} about gardening" for p in range(3)]
+        )
+    # a store returns pages matching nothing too: searches 10 deep reach a few documents
+    engine = engine_for(
+        store,
+        GoldReasoner(GOLD, refine="segment margin"),
+        candidates=10,
+        document_search_pages=10,
+    )
     engine.retriever.page_filter = PageFilter()
     asked: list[PageFilter | None] = []
     list_documents = store.list_documents
     store.list_documents = lambda scope=None: asked.append(scope) or list_documents(scope)
     loop = engine.loop(QUESTION)
     result = loop.run()
-    # schemas only of documents among the candidates, each fetched once
+    # schemas only of documents among the search's hits, each fetched once, never the scope's
     candidate_docs = {c.doc for r in result.trace.rounds for c in r.candidates}
-    assert set(loop.schema.schemas) == candidate_docs and len(candidate_docs) < 32
-    requested = [d for scope in asked for d in scope.doc_ids]  # never the whole scope
-    assert sorted(requested) == sorted(candidate_docs)
+    requested = [d for scope in asked for d in scope.doc_ids]
+    assert sorted(requested) == sorted(set(requested)) == sorted(loop.schema.schemas)
+    assert candidate_docs <= set(requested) and len(requested) < 31  # of 31 in scope
     touched = set(loop.retrieval) | loop.read
     assert len(loop.beliefs) <= len(touched) + 4 * len(loop.episodic.useful_pages)
-    assert loop.pages_known == sum(store.schemas[d].n_pages for d in loop.schema.schemas)
+    assert loop.pages_known == sum(store.get_schema(d).n_pages for d in loop.schema.schemas)
     assert loop.scope_pages is None  # counted only for an early "unanswerable"
 
 
@@ -260,7 +280,9 @@ def test_budgets_stop_the_loop(store) -> None:
 
 
 def test_no_candidates_stops_cleanly(store) -> None:
-    result = engine_for(store, Unsure("need_more")).run("zzz qqq")
+    engine = engine_for(store, Unsure("need_more"))
+    engine.retriever.page_filter = PageFilter(doc_ids=("missing.pdf",))
+    result = engine.run(QUESTION)
     assert result.trace.stop_reason == "no_candidates"
     assert result.trace.pages_read == []
 

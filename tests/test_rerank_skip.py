@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from fakes_docmemo import BagOfWordsEncoder, GoldReasoner, MemoryPageStore
+from fakes_docmemo import BagOfWordsEncoder, GoldReasoner
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
+from stores_docmemo import add_document, client_store
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.loop.reading import rerank_can_change
@@ -36,8 +37,8 @@ def test_the_condition() -> None:
 
 
 def rounds_reranked(n_pages: int) -> tuple[int, list[list[int]]]:
-    store = MemoryPageStore()
-    store.add(DOC, [f"page {i} about revenue and costs" for i in range(1, n_pages + 1)])
+    store = client_store()
+    add_document(store, DOC, [f"page {i} about revenue and costs" for i in range(1, n_pages + 1)])
     reranker = Reversing()
     engine = DocMemoQueryEngine.from_defaults(
         store=store,

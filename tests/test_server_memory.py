@@ -7,8 +7,9 @@ import pickle
 import pkgutil
 
 import pytest
-from fakes_docmemo import BagOfWordsEncoder, MemoryPageStore
+from fakes_docmemo import BagOfWordsEncoder
 from llama_index.core.llms import MockLLM
+from stores_docmemo import client_store
 
 import llama_index_docmemo
 from llama_index_docmemo import OpenAICompatible
@@ -30,10 +31,8 @@ class NamedServerLLM(MockLLM):
 
 
 def engine(llm, **kwargs) -> DocMemoQueryEngine:
-    store = MemoryPageStore()
-    store.add("report.pdf", ["revenue 2023 growth was 12 percent"])
     return DocMemoQueryEngine.from_defaults(
-        store=store,
+        store=client_store(),  # never searched: nothing here sends a request
         encoder=BagOfWordsEncoder(),
         llm=llm,
         config=DocMemoConfig(llm_rerank=True),

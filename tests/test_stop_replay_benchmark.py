@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 from benchmark_module import load_benchmark
-from fakes_docmemo import BagOfWordsEncoder, MemoryPageStore
+from fakes_docmemo import BagOfWordsEncoder
+from stores_docmemo import StoreMaker, add_document
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.evaluation.baselines import build_engines
@@ -33,7 +34,7 @@ TOPICS = ["revenue", "margin", "headcount", "leases", "taxes", "goodwill", "pens
 
 
 @pytest.fixture()
-def dataset(tmp_path: Path):
+def dataset(tmp_path: Path, store_maker: StoreMaker):
     pages = [f"filler page {i} about office plants and weather" for i in range(1, 41)]
     rows = []
     for i, topic in enumerate(TOPICS):
@@ -52,9 +53,10 @@ def dataset(tmp_path: Path):
     root = tmp_path / "data"
     root.mkdir()
     (root / "qa.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
-    store = MemoryPageStore()
-    store.add("r.pdf", pages)
-    return load_dataset(root, check_pdfs=False), store
+    store = store_maker.open("edge")
+    add_document(store, "r.pdf", pages)
+    yield load_dataset(root, check_pdfs=False), store
+    store.close()
 
 
 def run(dataset, tmp_path: Path, name: str, stop: StopRule, seed: int):

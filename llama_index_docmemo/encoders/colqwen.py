@@ -55,11 +55,6 @@ def pool_mean(vectors: np.ndarray) -> np.ndarray:
     return (mean / norm if norm > 0 else mean).astype(np.float32)
 
 
-def maxsim(query: np.ndarray, page: np.ndarray) -> float:
-    """Late-interaction score: for each query row, its best dot product with a page row, summed."""
-    return float((query @ page.T).max(axis=1).sum())
-
-
 def _rounded(vectors: np.ndarray, storage_dtype: StorageDtype) -> np.ndarray:
     """float32 rows carrying exactly the precision the store will keep (contract: float32)."""
     return vectors.astype(storage_dtype).astype(np.float32)

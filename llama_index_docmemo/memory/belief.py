@@ -108,23 +108,6 @@ class PageBeliefMemory:
         a, b = self._state.get(ref, self._prior)
         self._state[ref] = (a + d_alpha, b + d_beta)
 
-    def set_prior_from_scores(
-        self, refs: Sequence[PageRef], scores: np.ndarray, strength: float
-    ) -> None:
-        """Informative prior for pages seen for the first time: Beta(a0 + s*c, b0 + s*(1-c)).
-
-        Only pages whose belief is still the uninformed prior get it, so counts never decrease
-        and feedback is never overwritten.
-        """
-        if strength <= 0 or not refs:
-            return
-        c = np.clip(np.asarray(scores, dtype=np.float64), 0.0, 1.0)
-        a0, b0 = self._prior
-        for ref, score in zip(refs, c, strict=True):
-            self._check(ref)
-            if ref not in self._state:
-                self._state[ref] = (a0 + strength * score, b0 + strength * (1.0 - score))
-
     def update(
         self,
         useful: Iterable[PageRef] = (),
