@@ -9,7 +9,7 @@ import time
 import httpx
 import pytest
 
-from llama_index_docmemo.llms.deadline import (
+from llama_index_docmemo.llms.wire import (
     DEADLINE_HEADER,
     DeadlineExceeded,
     DeadlineTransport,

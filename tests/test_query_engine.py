@@ -20,7 +20,9 @@ from llama_index_docmemo.types import PageFilter, PageRef
 
 QUESTION = "what was revenue 2023 growth"
 GOLD = {PageRef("report.pdf", 37), PageRef("report.pdf", 91)}
-UNVERIFIED_42 = "42 (Unverified: a figure of this answer is on no page read.)"  # the fake pages do not say 42
+UNVERIFIED_42 = (
+    "42 (Unverified: a figure of this answer is on no page read.)"  # the fake pages do not say 42
+)
 
 
 def report_pages() -> list[str]:
@@ -167,7 +169,7 @@ def test_llm_requests_share_the_query_deadline(store, monkeypatch) -> None:
 
     import llama_index_docmemo.loop.query_clock as clock_module
     from llama_index_docmemo.errors import LLMError
-    from llama_index_docmemo.llms.deadline import deadline_at
+    from llama_index_docmemo.llms.wire import deadline_at
 
     now = [0.0]
     monkeypatch.setattr(clock_module, "_clock", lambda: now[0])
