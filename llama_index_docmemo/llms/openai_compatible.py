@@ -11,8 +11,9 @@ request bytes are those LlamaIndex's ``OpenAI`` sends). What it adds:
   ``json_object`` + schema to the schema in the prompt when a server refuses the form, and
   remembering per server what worked in its ``server_memory`` (the forms: ``llms/structured.py``;
   the memory: ``llms/servers.py``);
-- **a total deadline per request** (``request_deadline``, ``llms/wire.py``) on top of the
-  client's per-read ``httpx.Timeout`` and its bounded ``max_retries`` (connection errors,
+- **a total deadline per request** (``request_deadline``, ``llms/wire.py``: each attempt's
+  ``httpx`` timeouts cut to the time left, ``asyncio`` cancellation on the async path) on top of
+  the client's per-read ``httpx.Timeout`` and its bounded ``max_retries`` (connection errors,
   timeouts, 408/409/429/5xx, exponential backoff, ``Retry-After``): the client's retries are the
   only retries;
 - **the context window** (:meth:`OpenAICompatible.context_budget`): set, read from the server's
@@ -93,15 +94,14 @@ from llama_index_docmemo.llms.wire import (
     DeadlineTransport,
     aiterate_with_deadline,
     await_with_deadline,
-    call_with_deadline,
     chat_response,
     deadline_at,
     describe,
-    header,
     iterate_with_deadline,
     llm_failure,
     malformed,
     refuses_form_of,
+    sending_until,
     unreadable,
 )
 from llama_index_docmemo.step_runtime import Steps, arun, either, run
@@ -425,24 +425,19 @@ class OpenAICompatible(LLM):
             options["max_tokens"] = self.max_tokens
         return {"messages": self._message_dicts(messages), **options, **self.additional_kwargs}
 
-    def _timed(self, request: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
-        """``request`` with its deadline, from now, in the header the transport reads."""
-        at = deadline_at(self.request_deadline)
-        extra = {**(request.get("extra_headers") or {}), **header(at)}
-        return {**request, "extra_headers": extra}, at
-
     def _message_dicts(self, messages: Sequence[ChatMessage]) -> list[Any]:
         """The request's messages as the ``openai`` client sends them (images as base64 data)."""
         return to_openai_message_dicts(self._prepare(messages), model=self.model)
 
     @llm_chat_callback()
     def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
-        request, at = self._timed(self._request(messages, stream=False, **kwargs))
+        """The ``openai`` sync client in the caller's thread; its transport ends each attempt by
+        the deadline (no thread of ours)."""
+        request = self._request(messages, stream=False, **kwargs)
         try:
-            reply = call_with_deadline(
-                lambda: self._sync_client().chat.completions.create(**request), at
-            )
-        except (openai.OpenAIError, DeadlineExceeded) as exc:
+            with sending_until(deadline_at(self.request_deadline)):
+                reply = self._sync_client().chat.completions.create(**request)
+        except openai.OpenAIError as exc:
             raise self._failure(exc) from exc
         except READ_ERRORS as exc:  # the client could not read the body
             raise unreadable(self._where, exc) from exc
@@ -455,9 +450,10 @@ class OpenAICompatible(LLM):
         that runs off the event loop."""
         request = await to_thread(self._request, messages, stream=False, **kwargs)
         client = await self._loop_client()
-        request, at = self._timed(request)
+        at = deadline_at(self.request_deadline)
         try:
-            reply = await await_with_deadline(client.chat.completions.create(**request), at)
+            with sending_until(at):
+                reply = await await_with_deadline(client.chat.completions.create(**request), at)
         except (openai.OpenAIError, DeadlineExceeded) as exc:
             raise self._failure(exc) from exc
         except READ_ERRORS as exc:  # the client could not read the body
@@ -467,12 +463,14 @@ class OpenAICompatible(LLM):
     @llm_chat_callback()
     def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
         """The answer as it comes (sent on the first ``next``); the deadline bounds every chunk."""
-        request, at = self._timed(self._request(messages, stream=True, **kwargs))
+        request = self._request(messages, stream=True, **kwargs)
+        at = deadline_at(self.request_deadline)
 
         def guarded() -> ChatResponseGen:
             received = 0
             try:
-                chunks = self._sync_client().chat.completions.create(**request)
+                with sending_until(at):
+                    chunks = self._sync_client().chat.completions.create(**request)
                 for response in iterate_with_deadline(_stream_responses(chunks), at):
                     received += 1
                     yield response
@@ -491,12 +489,15 @@ class OpenAICompatible(LLM):
     ) -> ChatResponseAsyncGen:
         request = await to_thread(self._request, messages, stream=True, **kwargs)
         client = await self._loop_client()
-        request, at = self._timed(request)
+        at = deadline_at(self.request_deadline)
 
         async def guarded() -> ChatResponseAsyncGen:
             received = 0
             try:
-                chunks = await await_with_deadline(client.chat.completions.create(**request), at)
+                with sending_until(at):
+                    chunks = await await_with_deadline(
+                        client.chat.completions.create(**request), at
+                    )
                 async for response in aiterate_with_deadline(_astream_responses(chunks), at):
                     received += 1
                     yield response

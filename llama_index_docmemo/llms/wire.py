@@ -3,15 +3,14 @@
 Under :class:`~llama_index_docmemo.OpenAICompatible`, whose ``openai`` clients send the request:
 
 - **a total deadline**, retries included. The client's ``timeout`` bounds each read, so a server
-  that trickles a byte every few seconds could hold a request for ever. The caller gives up at
-  the deadline (``asyncio.wait_for`` on the async path, a worker thread waited on with a timeout
-  on the sync path: :func:`call_with_deadline`); :class:`DeadlineTransport` (an ``httpx``
-  transport under the client) shrinks each attempt's timeouts to the time left and stops reading
-  a body once the deadline has passed, so an abandoned worker ends within one read and a retry
-  never starts late; :func:`deadline_scope` lets a caller with its own budget (a query's
-  ``max_seconds``) cap every request made inside it. The deadline travels with each HTTP request
-  as the header :data:`DEADLINE_HEADER` (a ``time.monotonic()`` instant, read and removed by the
-  transport, never sent).
+  that trickles a byte every few seconds could hold a request for ever. The deadline travels in a
+  context variable (:func:`sending_until`) to :class:`DeadlineTransport`, an ``httpx`` transport
+  under the client, which cuts each attempt's timeouts to the time left, stops reading a body at
+  the deadline, and raises :class:`RequestDeadlinePassed` there, an ``openai`` error the client
+  neither retries nor waits to retry; the async path is also cancelled at the deadline
+  (:func:`await_with_deadline`). A sync request runs in the caller's thread.
+  :func:`deadline_scope` lets a caller with its own budget (a query's ``max_seconds``) cap every
+  request made inside it.
 - **which failures are retried**: the transport marks a 5xx that refuses the structured-output
   form as not to be retried (:func:`_refusal_not_retried`), and a reply asking for a wait past
   the deadline (:func:`_wait_not_retried`).
@@ -30,14 +29,12 @@ Under :class:`~llama_index_docmemo.OpenAICompatible`, whose ``openai`` clients s
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import contextvars
 import email.utils
 import json
-import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Any, TypeVar
 
 import httpx
@@ -54,12 +51,15 @@ from llama_index_docmemo.llms.structured import error_param, refuses_content, re
 
 T = TypeVar("T")
 
-DEADLINE_HEADER = "x-docmemo-deadline"
 TOTAL_DEADLINE_PASSED = "total deadline passed"
 
 _SCOPE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
     "docmemo_llm_deadline", default=None
 )
+_SENDING: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "docmemo_llm_request_deadline", default=None
+)
+"""The deadline of the request this thread or task is sending, read by the transports."""
 
 
 @contextlib.contextmanager
@@ -82,6 +82,27 @@ def deadline_at(seconds: float | None) -> float | None:
     return min(candidates) if candidates else None
 
 
+@contextlib.contextmanager
+def sending_until(at: float | None) -> Iterator[None]:
+    """The requests this thread or task sends inside the block end by ``at``: each attempt's
+    ``httpx`` timeouts are cut to the time left, and a body still arriving at ``at`` is cut."""
+    token = _SENDING.set(at)
+    try:
+        yield
+    finally:
+        _SENDING.reset(token)
+
+
+class RequestDeadlinePassed(openai.APITimeoutError):
+    """The request's total deadline passed. An ``openai`` error: the client raises it as it is,
+    without a retry (nor the wait before one)."""
+
+    def __init__(self, request: httpx.Request, when: str) -> None:
+        openai.APIConnectionError.__init__(
+            self, message=f"{TOTAL_DEADLINE_PASSED} {when}", request=request
+        )
+
+
 def remaining(at: float | None) -> float | None:
     """Seconds left before ``at`` (None: no deadline); raises when none are left."""
     if at is None:
@@ -90,39 +111,6 @@ def remaining(at: float | None) -> float | None:
     if left <= 0:
         raise DeadlineExceeded("the request's deadline has passed")
     return left
-
-
-def header(at: float | None) -> dict[str, str]:
-    """``extra_headers`` carrying the deadline to :class:`DeadlineTransport`."""
-    return {} if at is None else {DEADLINE_HEADER: repr(at)}
-
-
-def call_with_deadline(fn: Callable[[], T], at: float | None) -> T:
-    """``fn()`` in a worker thread, abandoned (raising :class:`DeadlineExceeded`) at ``at``.
-
-    The worker keeps the caller's context variables. An abandoned worker is stopped by
-    :class:`DeadlineTransport` at its next read.
-    """
-    if at is None:
-        return fn()
-    future: concurrent.futures.Future[T] = concurrent.futures.Future()
-    context = contextvars.copy_context()
-
-    def work() -> None:
-        if not future.set_running_or_notify_cancel():
-            return
-        try:
-            future.set_result(context.run(fn))
-        except BaseException as exc:  # handed to the caller
-            future.set_exception(exc)
-
-    threading.Thread(target=work, name="docmemo-llm-request", daemon=True).start()
-    try:
-        return future.result(timeout=remaining(at))
-    except concurrent.futures.TimeoutError:
-        if future.done():  # fn's own error, or it finished just in time
-            return future.result()
-        raise DeadlineExceeded("the request's deadline has passed") from None
 
 
 async def await_with_deadline(awaitable: Awaitable[T], at: float | None) -> T:
@@ -153,27 +141,28 @@ async def aiterate_with_deadline(chunks: AsyncIterator[T], at: float | None) -> 
         yield chunk
 
 
-def _pop_deadline(request: httpx.Request) -> float | None:
-    raw = request.headers.get(DEADLINE_HEADER)
-    if raw is None:
-        return None
-    del request.headers[DEADLINE_HEADER]
-    try:
-        return float(raw)
-    except ValueError:
-        return None
+_LATE = 0.05
+"""A timeout this close to the deadline is the deadline's (seconds)."""
 
 
-def _shrink_timeouts(request: httpx.Request, at: float) -> None:
+def _cut_timeouts(request: httpx.Request, at: float) -> None:
     """Every timeout of this attempt at most the time left (raises when none is left)."""
     left = at - time.monotonic()
     if left <= 0:
-        raise httpx.ConnectTimeout(f"{TOTAL_DEADLINE_PASSED} before the request", request=request)
+        raise RequestDeadlinePassed(request, "before the request")
     timeouts = dict(request.extensions.get("timeout") or {})
     for key in ("connect", "read", "write", "pool"):
         value = timeouts.get(key)
         timeouts[key] = left if value is None else min(value, left)
     request.extensions["timeout"] = timeouts
+
+
+def _passed(request: httpx.Request, at: float | None) -> RequestDeadlinePassed | None:
+    """For a timeout: :class:`RequestDeadlinePassed` (not retried) when it came at the deadline;
+    None for an earlier one (the client's own ``timeout``, which the client retries)."""
+    if at is None or time.monotonic() < at - _LATE:
+        return None
+    return RequestDeadlinePassed(request, "while waiting for the server")
 
 
 class _DeadlineStream(httpx.SyncByteStream):
@@ -183,12 +172,16 @@ class _DeadlineStream(httpx.SyncByteStream):
         self._request = request
 
     def __iter__(self) -> Iterator[bytes]:
-        for chunk in self._inner:
-            if time.monotonic() > self._at:
-                raise httpx.ReadTimeout(
-                    f"{TOTAL_DEADLINE_PASSED} while reading", request=self._request
-                )
-            yield chunk
+        try:
+            for chunk in self._inner:
+                if time.monotonic() > self._at:
+                    raise RequestDeadlinePassed(self._request, "while reading")
+                yield chunk
+        except httpx.TimeoutException as error:
+            passed = _passed(self._request, self._at)
+            if passed is None:
+                raise
+            raise passed from error
 
     def close(self) -> None:
         self._inner.close()
@@ -236,22 +229,34 @@ def _wait_not_retried(response: httpx.Response, at: float | None) -> httpx.Respo
 
 
 class DeadlineTransport(httpx.BaseTransport):
-    """Wraps an ``httpx`` transport: applies the deadline a request carries in its header,
-    and keeps the client from retrying a refusal of the structured-output form."""
+    """Wraps an ``httpx`` transport: ends each attempt of a request sent inside
+    :func:`sending_until` by its deadline, and keeps the client from retrying a refusal of the
+    structured-output form."""
 
     def __init__(self, inner: httpx.BaseTransport | None = None) -> None:
         self._inner = inner or httpx.HTTPTransport()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        at = _pop_deadline(request)
-        if at is not None:
-            _shrink_timeouts(request, at)
+        at = _SENDING.get()
+        if at is None:
+            return self._sent(request, None)
+        _cut_timeouts(request, at)
+        try:
+            response = self._sent(request, at)
+            if isinstance(response.stream, httpx.SyncByteStream):
+                response.stream = _DeadlineStream(response.stream, at, request)
+            return response
+        except httpx.TimeoutException as error:
+            passed = _passed(request, at)
+            if passed is None:
+                raise
+            raise passed from error
+
+    def _sent(self, request: httpx.Request, at: float | None) -> httpx.Response:
         response = _wait_not_retried(self._inner.handle_request(request), at)
         if response.status_code >= 500:
             response.read()
             return _refusal_not_retried(response)
-        if at is not None and isinstance(response.stream, httpx.SyncByteStream):
-            response.stream = _DeadlineStream(response.stream, at, request)
         return response
 
     def close(self) -> None:
@@ -259,16 +264,22 @@ class DeadlineTransport(httpx.BaseTransport):
 
 
 class AsyncDeadlineTransport(httpx.AsyncBaseTransport):
-    """Async twin of :class:`DeadlineTransport` (the caller's ``wait_for`` does the rest)."""
+    """Async twin of :class:`DeadlineTransport` (the caller's ``wait_for`` bounds the body)."""
 
     def __init__(self, inner: httpx.AsyncBaseTransport | None = None) -> None:
         self._inner = inner or httpx.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        at = _pop_deadline(request)
+        at = _SENDING.get()
         if at is not None:
-            _shrink_timeouts(request, at)
-        response = _wait_not_retried(await self._inner.handle_async_request(request), at)
+            _cut_timeouts(request, at)
+        try:
+            response = _wait_not_retried(await self._inner.handle_async_request(request), at)
+        except httpx.TimeoutException as error:
+            passed = _passed(request, at)
+            if passed is None:
+                raise
+            raise passed from error
         if response.status_code >= 500:
             await response.aread()
             return _refusal_not_retried(response)
@@ -340,7 +351,7 @@ def llm_failure(
     exc: BaseException, *, where: str, deadline: float, max_retries: int, reply_tokens: int
 ) -> LLMError:
     """The :class:`LLMError` for a failed request to ``where`` (a URL and model)."""
-    if isinstance(exc, DeadlineExceeded) or TOTAL_DEADLINE_PASSED in str(exc):
+    if isinstance(exc, DeadlineExceeded | RequestDeadlinePassed):
         return LLMError(
             f"{where} did not answer within the total request deadline of "
             f"{deadline:g}s (request_deadline / {ENV_DEADLINE})"
