@@ -203,9 +203,14 @@ def _inspect(body: dict[str, Any], server: FakeVLLM, body_bytes: int = 0) -> Req
     return Request(body, text, sizes, schema, problems, formats, body_bytes)
 
 
-def _completion(model: str, content: str, prompt_chars: int) -> dict[str, Any]:
+def _completion(model: str, content: str, prompt_chars: int, usage: bool = True) -> dict[str, Any]:
     prompt_tokens = max(1, prompt_chars // 4)
     completion_tokens = max(1, len(content) // 4)
+    counts = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
         "object": "chat.completion",
@@ -225,11 +230,7 @@ def _completion(model: str, content: str, prompt_chars: int) -> dict[str, Any]:
                 "stop_reason": None,
             }
         ],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
+        **({"usage": counts} if usage else {}),
     }
 
 
@@ -365,9 +366,10 @@ class _Handler(BaseHTTPRequestHandler):
         elif body.get("stream"):
             self._stream(reply.content, reply.endless)
         else:
-            self._send(
-                200, _completion(self.fake.model, reply.content, len(request.text)), reply.headers
+            completion = _completion(
+                self.fake.model, reply.content, len(request.text), self.fake.usage
             )
+            self._send(200, completion, reply.headers)
 
 
 class FakeVLLM:
@@ -386,6 +388,8 @@ class FakeVLLM:
         chars_per_token: how this server's "tokenizer" counts.
         text_model: serve a text-only model as "llama_cpp" (HTTP 500 for any list content, as
             llama-cpp-python's chat template fails) or "vllm" (HTTP 400 for images) would.
+        usage: report token counts (``usage``: text characters / 4) with each completion;
+            False: none, as some servers send.
     """
 
     def __init__(
@@ -401,6 +405,7 @@ class FakeVLLM:
         context_window: int | None = None,
         chars_per_token: float = 2.0,
         text_model: str | None = None,
+        usage: bool = True,
     ) -> None:
         self.script = list(script or [])
         self.default = default
@@ -412,6 +417,7 @@ class FakeVLLM:
         self.context_window = context_window
         self.chars_per_token = chars_per_token
         self.text_model = text_model
+        self.usage = usage
         self.refusals: list[str] = []
         self.model_card: dict[str, Any] = {}
         self.trickles_cut = 0

@@ -302,3 +302,22 @@ def test_json_schema_forced_on_llama_cpp_fails_at_once_naming_the_refusal() -> N
     with server, pytest.raises(LLMError, match=r"HTTP 500: .*'text' or 'json_object'.*not retried"):
         VLMReasoner(llm(server, structured_mode="json_schema", max_retries=3)).reason(round_input())
     assert len(server.refusals) == 1
+
+
+@pytest.mark.parametrize("usage", [True, False], ids=["usage", "no-usage"])
+def test_tokens_are_the_servers_usage_else_the_tokenizers_count(usage: bool) -> None:
+    from llama_index.core.settings import Settings
+
+    with FakeVLLM(model=MODEL, default=Reply(feedback()), usage=usage) as server:
+        reader = VLMReasoner(llm(server, context_window=8192))
+        with counting_llm_calls() as cost:
+            reader.reason(round_input())
+    (request,) = server.requests
+    texts = [m["content"] for m in request.body["messages"]]
+    if usage:  # the server's own counts (its text characters / 4)
+        assert cost.prompt_tokens == len(request.text) // 4 and cost.without_usage == 0
+        assert cost.completion_tokens == len(feedback()) // 4
+    else:  # LlamaIndex's tokenizer over what was sent and what came back
+        assert cost.prompt_tokens == sum(len(Settings.tokenizer(t)) for t in texts)
+        assert cost.completion_tokens == len(Settings.tokenizer(feedback()))
+        assert cost.without_usage == 1

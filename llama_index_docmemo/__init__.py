@@ -56,7 +56,7 @@ _EXPORTS: dict[str, str] = {
     "to_page_filter": "llama_index_docmemo.store.scope",
     "QueryTrace": "llama_index_docmemo.trace",
     "decide_images": "llama_index_docmemo.llms.vision",
-    "deadline_scope": "llama_index_docmemo.llms.deadline",
+    "deadline_scope": "llama_index_docmemo.llms.wire",
     "counting_llm_calls": "llama_index_docmemo.events",
     "DocMemoRoundStartEvent": "llama_index_docmemo.events",
     "DocMemoRoundEndEvent": "llama_index_docmemo.events",

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from llama_index.core.base.llms.types import ImageBlock
+from llama_index.core.base.llms.types import ChatMessage, ImageBlock, TextBlock
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events.base import BaseEvent
@@ -27,6 +27,7 @@ from llama_index.core.instrumentation.events.llm import (
 )
 from llama_index.core.instrumentation.span import BaseSpan
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
+from llama_index.core.settings import Settings
 
 from llama_index_docmemo.llms.images import request_image_tokens
 
@@ -60,16 +61,18 @@ class DocMemoRoundEndEvent(BaseEvent):
 
 class LLMCallTally:
     """Requests counted inside one :func:`counting_llm_calls` block, with the images they
-    carried, the tokens the LLM reported (``prompt_tokens`` / ``completion_tokens``, as
-    LlamaIndex's OpenAI and Ollama classes and this package's clients report them) and the
-    image tokens estimated by the model family's formula (``image_tokens``, ``llms/images.py``).
+    carried, their tokens (``prompt_tokens`` / ``completion_tokens``) and the image tokens
+    estimated by the model family's formula (``image_tokens``, ``llms/image_policy.py``).
+
+    Tokens are the LLM's own ``usage`` where its response reports it (LlamaIndex's OpenAI and
+    Ollama classes and this package's clients pass it on), else counted with LlamaIndex's
+    ``Settings.tokenizer``: the request's text plus its estimated image tokens, and the reply's
+    text (``without_usage`` counts these requests).
 
     A request made inside another (``CustomLLM.chat`` calls ``complete``: its span is a child
     of the outer request's) is one request. A request ends with its end event, or when its span
     closes (a failed request sends no end event), so the request after a refused one counts.
-    ``without_usage`` counts ended requests whose response reported no token counts (their
-    tokens are missing from the sums). Thread-safe: the async driver's worker threads share a
-    query's tally.
+    Thread-safe: the async driver's worker threads share a query's tally.
     """
 
     def __init__(self) -> None:
@@ -79,7 +82,7 @@ class LLMCallTally:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.without_usage = 0
-        self._open: set[str] = set()  # spans of requests under way
+        self._open: dict[str, tuple[list[str], int]] = {}  # requests under way: text, images
         self._parents: dict[str, str | None] = {}  # spans entered in this block -> parent
         self._lock = threading.Lock()
 
@@ -106,24 +109,36 @@ class LLMCallTally:
                 self.images += sum(isinstance(b, ImageBlock) for b in message.blocks)
             described = getattr(event, "model_dict", None) or {}  # the LLM's metadata
             model = described.get("model") or described.get("model_name") or ""
-            self.image_tokens += request_image_tokens(messages, str(model))
+            images = request_image_tokens(messages, str(model))
+            self.image_tokens += images
             if event.span_id is not None:
-                self._open.add(event.span_id)
+                self._open[event.span_id] = (_request_texts(event, messages), images)
 
     def ended(self, event: BaseEvent) -> None:
         with self._lock:
-            if event.span_id not in self._open:
-                return  # a nested request, or one already closed
-            self._open.discard(event.span_id)
-        usage = _usage(getattr(event, "response", None))
+            request = self._open.pop(event.span_id, None) if event.span_id else None
+        if request is None:
+            return  # a nested request, or one already closed
+        response = getattr(event, "response", None)
+        usage = _usage(response)
+        reported = isinstance(usage.get("prompt_tokens"), int)
+        if reported:
+            prompt, completion = (
+                _count(usage.get("prompt_tokens")),
+                _count(usage.get("completion_tokens")),
+            )
+        else:  # counted here, off the lock (a long prompt takes milliseconds)
+            texts, images = request
+            prompt = sum(map(count_tokens, texts)) + images
+            completion = count_tokens(_reply_text(response))
         with self._lock:
-            self.prompt_tokens += _count(usage.get("prompt_tokens"))
-            self.completion_tokens += _count(usage.get("completion_tokens"))
-            self.without_usage += not isinstance(usage.get("prompt_tokens"), int)
+            self.prompt_tokens += prompt
+            self.completion_tokens += completion
+            self.without_usage += not reported
 
     def closed(self, span: str) -> None:
         with self._lock:
-            self._open.discard(span)
+            self._open.pop(span, None)
             self._parents.pop(span, None)
 
 
@@ -138,6 +153,28 @@ def _usage(response: Any) -> dict[str, Any]:
     if isinstance(usage, dict):
         return usage
     return {k: getattr(usage, k, None) for k in ("prompt_tokens", "completion_tokens")}
+
+
+def count_tokens(text: str) -> int:
+    """Tokens of ``text`` by LlamaIndex's ``Settings.tokenizer`` (the app's, else tiktoken's)."""
+    return len(Settings.tokenizer(text)) if text else 0
+
+
+def _request_texts(event: BaseEvent, messages: list[ChatMessage]) -> list[str]:
+    """The text a request sends: its messages' text blocks, or a completion's prompt."""
+    prompt = getattr(event, "prompt", None)
+    if isinstance(prompt, str):
+        return [prompt]
+    return [b.text for m in messages for b in m.blocks if isinstance(b, TextBlock)]
+
+
+def _reply_text(response: Any) -> str:
+    """A chat or completion response's text ("" for none)."""
+    message = getattr(response, "message", None)
+    text = getattr(message, "content", None) if message is not None else None
+    if text is None:
+        text = getattr(response, "text", None)
+    return text if isinstance(text, str) else ""
 
 
 def _count(value: Any) -> int:

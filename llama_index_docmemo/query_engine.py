@@ -35,16 +35,16 @@ from pydantic import ValidationError
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.errors import DeadlineExceeded
 from llama_index_docmemo.events import counting_llm_calls
-from llama_index_docmemo.llms.deadline import (
+from llama_index_docmemo.llms.servers import ServerMemory, memory_for
+from llama_index_docmemo.llms.vision import ImagesSetting
+from llama_index_docmemo.llms.wire import (
     aiterate_with_deadline,
     await_with_deadline,
     deadline_scope,
+    is_llm_failure,
     iterate_with_deadline,
     remaining,
 )
-from llama_index_docmemo.llms.failures import is_llm_failure
-from llama_index_docmemo.llms.servers import ServerMemory, memory_for
-from llama_index_docmemo.llms.vision import ImagesSetting
 from llama_index_docmemo.loop import (
     DocMemoLoop,
     DocMemoResult,

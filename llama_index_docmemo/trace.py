@@ -107,7 +107,7 @@ class RoundTrace(BaseModel):
     llm_calls: int = 0
     images: int = 0  # images in the round's LLM requests (reading and reranking)
     image_tokens: int = 0  # their tokens, estimated by the model family's formula
-    prompt_tokens: int = 0  # as the LLMs reported them (0 when they do not)
+    prompt_tokens: int = 0  # the LLMs' usage, else counted with Settings.tokenizer (+ image_tokens)
     completion_tokens: int = 0
     seconds: float = 0.0
 

@@ -16,6 +16,7 @@ from llama_index.core.base.llms.types import (
 )
 from llama_index.core.llms import CustomLLM
 from llama_index.core.llms.callbacks import llm_completion_callback
+from llama_index.core.settings import Settings
 
 from llama_index_docmemo.events import counting_llm_calls
 
@@ -70,11 +71,28 @@ def test_requests_tokens_and_images_are_counted_once_per_request() -> None:
     assert cost.calls == 2
 
 
-def test_usage_in_additional_kwargs_or_missing() -> None:
+def test_usage_in_additional_kwargs_or_counted_by_the_tokenizer() -> None:
+    prompt = "Revenue grew 12 percent in 2023 (see page 4)."
     with counting_llm_calls() as cost:
         UsageLLM(where="kwargs").complete("abc")
-        UsageLLM(where="none").complete("abc")
-    assert (cost.calls, cost.prompt_tokens, cost.without_usage) == (2, 3, 1)
+        UsageLLM(where="none").complete(prompt)  # no usage: Settings.tokenizer counts
+    assert (cost.calls, cost.without_usage) == (2, 1)
+    counted = len(Settings.tokenizer(prompt))
+    assert counted != len(prompt) and counted != round(len(prompt) / 2.5)
+    assert cost.prompt_tokens == 3 + counted
+    assert cost.completion_tokens == 2 + len(Settings.tokenizer("ok"))
+
+
+def test_an_apps_tokenizer_counts_where_usage_is_missing() -> None:
+    previous = Settings._tokenizer
+    Settings.tokenizer = lambda text: text.split()  # the app's own tokenizer: words
+    try:
+        with counting_llm_calls() as cost:
+            UsageLLM(where="none").chat([picture_message()])
+    finally:
+        Settings._tokenizer = previous
+    assert cost.prompt_tokens == 2 + cost.image_tokens  # "read these" and the images' estimate
+    assert cost.completion_tokens == 1 and cost.without_usage == 1
 
 
 def test_concurrent_async_requests_are_each_counted() -> None:

@@ -1,4 +1,5 @@
-"""The total-deadline helpers without a server: worker abandonment, scopes, the transport header."""
+"""The total-deadline helpers without a server: scopes, the transport's cut timeouts, a
+request sent in the caller's own thread with no header of ours, no retry past the deadline."""
 
 from __future__ import annotations
 
@@ -7,39 +8,30 @@ import threading
 import time
 
 import httpx
+import openai
 import pytest
 
-from llama_index_docmemo.llms.deadline import (
-    DEADLINE_HEADER,
+from llama_index_docmemo.errors import LLMError
+from llama_index_docmemo.llms import OpenAICompatible
+from llama_index_docmemo.llms.wire import (
     DeadlineExceeded,
     DeadlineTransport,
+    RequestDeadlinePassed,
     await_with_deadline,
-    call_with_deadline,
     deadline_at,
     deadline_scope,
-    header,
+    sending_until,
 )
 
-
-def test_a_slow_call_is_abandoned_at_the_deadline() -> None:
-    release = threading.Event()
-    started = time.perf_counter()
-    with pytest.raises(DeadlineExceeded):
-        call_with_deadline(lambda: release.wait(5), time.monotonic() + 0.2)
-    assert time.perf_counter() - started < 1.0
-    release.set()
-
-
-def test_a_call_within_the_deadline_returns_or_raises_its_own_error() -> None:
-    assert call_with_deadline(lambda: 42, time.monotonic() + 5) == 42
-    with pytest.raises(KeyError):
-        call_with_deadline(lambda: {}["x"], time.monotonic() + 5)
-    assert call_with_deadline(lambda: 7, None) == 7
-
-
-def test_the_worker_keeps_the_callers_context() -> None:
-    with deadline_scope(30) as at:
-        assert call_with_deadline(lambda: deadline_at(None), time.monotonic() + 5) == at
+COMPLETION = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "created": 0,
+    "model": "m",
+    "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+    ],
+}
 
 
 async def test_an_awaitable_is_cancelled_at_the_deadline() -> None:
@@ -59,7 +51,7 @@ def test_scopes_only_ever_tighten() -> None:
     assert deadline_at(None) is None
 
 
-def test_the_transport_strips_the_header_and_shrinks_the_timeouts() -> None:
+def test_the_transport_cuts_each_attempts_timeouts_to_the_time_left() -> None:
     seen: list[httpx.Request] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -68,12 +60,64 @@ def test_the_transport_strips_the_header_and_shrinks_the_timeouts() -> None:
 
     transport = DeadlineTransport(httpx.MockTransport(handler))
     with httpx.Client(transport=transport, timeout=60) as client:
-        assert client.get("http://x/", headers=header(time.monotonic() + 2)).json() == {"ok": True}
-        with pytest.raises(httpx.TimeoutException, match="total deadline passed"):
-            client.get("http://x/", headers=header(time.monotonic() - 1))
-    (request,) = seen
-    assert DEADLINE_HEADER not in request.headers
-    assert all(0 < v <= 2 for v in request.extensions["timeout"].values())
+        assert client.get("http://x/").json() == {"ok": True}  # outside: untouched
+        with sending_until(time.monotonic() + 2):
+            assert client.get("http://x/").json() == {"ok": True}
+        with sending_until(time.monotonic() - 1), pytest.raises(RequestDeadlinePassed):
+            client.get("http://x/")
+    untouched, cut = seen
+    assert all(v == 60 for v in untouched.extensions["timeout"].values())
+    assert all(0 < v <= 2 for v in cut.extensions["timeout"].values())
+
+
+def test_a_timeout_at_the_deadline_is_not_retried() -> None:
+    attempts: list[float] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if not attempts:  # the first call only warms the client up
+            attempts.append(0.0)
+            return httpx.Response(200, json={"object": "list", "data": []})
+        attempts.append(time.monotonic())
+        time.sleep(max(0.0, at - time.monotonic()))  # silent until the (cut) read timeout
+        raise httpx.ReadTimeout("timed out", request=request)
+
+    http = httpx.Client(transport=DeadlineTransport(httpx.MockTransport(handler)))
+    client = openai.OpenAI(api_key="x", base_url="http://x/v1", max_retries=5, http_client=http)
+    client.models.list()
+    at = time.monotonic() + 0.5
+    with sending_until(at), pytest.raises(RequestDeadlinePassed):
+        client.models.list()
+    assert len(attempts) == 2  # one attempt: no retry
+    assert time.monotonic() - at < 0.4  # and no wait for one (the client's backoff is 0.5 s+)
+
+
+def test_a_sync_request_is_sent_in_the_callers_thread_without_a_header_of_ours() -> None:
+    seen: list[tuple[int, httpx.Headers]] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append((threading.get_ident(), request.headers))
+        return httpx.Response(200, json=COMPLETION)
+
+    llm = OpenAICompatible(model="m", api_base="http://x/v1", max_retries=0)
+    http = httpx.Client(transport=DeadlineTransport(httpx.MockTransport(handler)))
+    llm._sync = openai.OpenAI(api_key="x", base_url="http://x/v1", http_client=http)
+    threads = threading.active_count()
+    assert llm.complete("hello").text == "hi"
+    ((thread, headers),) = seen
+    assert thread == threading.get_ident() and threading.active_count() == threads
+    assert not [name for name in headers if name.startswith("x-docmemo")]
+
+
+def test_a_sync_request_past_its_deadline_names_it() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        time.sleep(0.4)
+        raise httpx.ReadTimeout("timed out", request=request)
+
+    llm = OpenAICompatible(model="m", api_base="http://x/v1", max_retries=3, request_deadline=0.4)
+    http = httpx.Client(transport=DeadlineTransport(httpx.MockTransport(handler)))
+    llm._sync = openai.OpenAI(api_key="x", base_url="http://x/v1", max_retries=3, http_client=http)
+    with pytest.raises(LLMError, match="total request deadline of 0.4s"):
+        llm.complete("hello")
 
 
 def test_a_5xx_refusing_the_response_format_is_marked_not_to_retry() -> None:

@@ -179,7 +179,7 @@ def test_llm_requests_share_the_query_deadline(store, monkeypatch) -> None:
 
     import llama_index_docmemo.loop.query_clock as clock_module
     from llama_index_docmemo.errors import LLMError
-    from llama_index_docmemo.llms.deadline import deadline_at
+    from llama_index_docmemo.llms.wire import deadline_at
 
     now = [0.0]
     monkeypatch.setattr(clock_module, "_clock", lambda: now[0])

@@ -133,7 +133,7 @@ def test_a_reply_without_a_message_is_an_llm_error_naming_the_server(reply) -> N
     HTML page) ends as the package's LLMError naming the server, not an IndexError."""
     from openai.types.chat import ChatCompletion
 
-    from llama_index_docmemo.llms.reply_shape import chat_response
+    from llama_index_docmemo.llms.wire import chat_response
 
     raw = ChatCompletion.construct(**reply) if isinstance(reply, dict) else reply
     with pytest.raises(

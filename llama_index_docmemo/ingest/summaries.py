@@ -18,6 +18,7 @@ from llama_index.core.prompts import BasePromptTemplate, PromptTemplate
 
 from llama_index_docmemo.events import counting_llm_calls
 from llama_index_docmemo.ingest.pdf import render_page
+from llama_index_docmemo.llms.context import fenced
 from llama_index_docmemo.llms.exchange import (
     ImageSlot,
     LocalNumber,
@@ -34,7 +35,6 @@ from llama_index_docmemo.llms.exchange import (
 from llama_index_docmemo.llms.image_policy import DEFAULT_MAX_IMAGE_BYTES
 from llama_index_docmemo.llms.images import MAX_IMAGE_SIDE, load_blocks, max_images, sizing_for
 from llama_index_docmemo.llms.servers import ServerMemory, memory_for
-from llama_index_docmemo.llms.untrusted import fenced
 from llama_index_docmemo.llms.vision import ImagesSetting, decide_images
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.step_runtime import Steps, arun, offload, parallel, run

@@ -15,7 +15,7 @@ _EXPORTS: dict[str, str] = {
     "OpenAICompatible": "llama_index_docmemo.llms.openai_compatible",
     "QwenVL": "llama_index_docmemo.llms.qwen_vl",
     "ServerMemory": "llama_index_docmemo.llms.servers",
-    "deadline_scope": "llama_index_docmemo.llms.deadline",
+    "deadline_scope": "llama_index_docmemo.llms.wire",
     "encode_image": "llama_index_docmemo.llms.images",
 }
 

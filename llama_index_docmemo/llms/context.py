@@ -1,7 +1,8 @@
 """Fitting a prompt into the model's context window. Pure: no I/O.
 
 Prompts put every piece of document material (page text, crop text, outline, earlier notes,
-candidate descriptions) inside ``<document>`` fences (see ``reasoning/prompts.py``). When the
+candidate descriptions) inside ``<document>`` fences (:func:`fenced`, the one fence for untrusted
+text in a prompt). When the
 estimated prompt does not fit ``window - reply tokens``, :func:`fit_messages` cuts the fenced
 bodies to one common length (the longest are cut first, short ones stay whole), so each page
 keeps an equal share; the instructions around them are never cut. When even that cannot make
@@ -26,7 +27,16 @@ from llama_index.core.base.llms.types import ChatMessage, ImageBlock, TextBlock
 from llama_index_docmemo.errors import LLMError
 
 FENCE = re.compile(r"(<document>\n)(.*?)(\n</document>)", re.DOTALL)
-"""A fenced piece of document material; group 2 is the body that may be cut."""
+"""A fenced piece of document material (:func:`fenced`); group 2 is the body that may be cut."""
+
+
+def fenced(text: str) -> str:
+    """Untrusted ``text`` (document pages, an LLM's own reply) between ``<document>`` tags, with
+    any tag inside it defused: prompts tell the model that what stands between the tags is data,
+    never instructions, and the text cannot close the fence early and talk outside it."""
+    safe = text.replace("<document>", "< document>").replace("</document>", "</ document>")
+    return f"<document>\n{safe}\n</document>"
+
 
 DEFAULT_CHARS_PER_TOKEN = 2.5
 """Conservative: English prose is ~4 characters a token, digit-heavy tables nearer 2."""

@@ -221,7 +221,7 @@ def _refuses_content(
 def request_messages(
     system: str, parts: Sequence[Part] | str, images: Mapping[ImageSlot, ImageBlock]
 ) -> Steps[list[ChatMessage]]:
-    """Steps: :func:`~llama_index_docmemo.reasoning.prompts.to_messages`, off the event loop
+    """Steps: :func:`to_messages`, off the event loop
     under the async driver when the request carries images: LlamaIndex validates each image
     block again as a message takes it (its base64 decoded twice and encoded once: about 1 ms a
     10-K page at Qwen-VL's size, held under the GIL)."""

@@ -9,10 +9,11 @@ request bytes are those LlamaIndex's ``OpenAI`` sends). What it adds:
   (``structured_predict`` / ``astructured_predict``, so any LlamaIndex code gets it): the
   ``structured_mode`` setting, with "auto" falling back from ``json_schema`` to llama.cpp's
   ``json_object`` + schema to the schema in the prompt when a server refuses the form, and
-  remembering per server what worked in its ``server_memory`` (``llms/structured_predict.py``,
-  ``llms/servers.py``);
-- **a total deadline per request** (``request_deadline``, ``llms/deadline.py``) on top of the
-  client's per-read ``httpx.Timeout`` and its bounded ``max_retries`` (connection errors,
+  remembering per server what worked in its ``server_memory`` (the forms: ``llms/structured.py``;
+  the memory: ``llms/servers.py``);
+- **a total deadline per request** (``request_deadline``, ``llms/wire.py``: each attempt's
+  ``httpx`` timeouts cut to the time left, ``asyncio`` cancellation on the async path) on top of
+  the client's per-read ``httpx.Timeout`` and its bounded ``max_retries`` (connection errors,
   timeouts, 408/409/429/5xx, exponential backoff, ``Retry-After``): the client's retries are the
   only retries;
 - **the context window** (:meth:`OpenAICompatible.context_budget`): set, read from the server's
@@ -31,7 +32,7 @@ import dataclasses
 import logging
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import openai
@@ -54,26 +55,20 @@ from llama_index.core.base.llms.types import (
     MessageRole,
 )
 from llama_index.core.bridge.pydantic import BaseModel, Field, PrivateAttr, field_validator
+from llama_index.core.instrumentation import get_dispatcher
+from llama_index.core.instrumentation.events.llm import (
+    LLMStructuredPredictEndEvent,
+    LLMStructuredPredictStartEvent,
+)
 from llama_index.core.llms import LLM
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
+from llama_index.core.prompts import BasePromptTemplate
 from llama_index.llms.openai.utils import to_openai_message_dicts
 
 from llama_index_docmemo.blocking import to_thread
 from llama_index_docmemo.errors import LLMError
 from llama_index_docmemo.llms.context import ContextBudget, ContextWindowError
-from llama_index_docmemo.llms.deadline import (
-    AsyncDeadlineTransport,
-    DeadlineExceeded,
-    DeadlineTransport,
-    aiterate_with_deadline,
-    await_with_deadline,
-    call_with_deadline,
-    deadline_at,
-    header,
-    iterate_with_deadline,
-)
 from llama_index_docmemo.llms.environment import ENV_IMAGES, ENV_MODEL, ENV_URL, llm_environment
-from llama_index_docmemo.llms.failures import describe, llm_failure
 from llama_index_docmemo.llms.images import (
     MAX_IMAGE_SIDE,
     ImageFormat,
@@ -81,12 +76,40 @@ from llama_index_docmemo.llms.images import (
     image_header,
     sizing_for,
 )
-from llama_index_docmemo.llms.reply_shape import READ_ERRORS, chat_response, malformed, unreadable
-from llama_index_docmemo.llms.servers import ServerMemory
-from llama_index_docmemo.llms.structured import StructuredMode, normalise_mode
-from llama_index_docmemo.llms.structured_predict import ServerStructuredOutput
+from llama_index_docmemo.llms.servers import ServerMemory, server_key
+from llama_index_docmemo.llms.structured import (
+    AUTO_ORDER,
+    StructuredMode,
+    ask_with_schema_in_prompt,
+    next_mode,
+    normalise_mode,
+    reply_schema,
+    request_options,
+    validate_reply,
+)
+from llama_index_docmemo.llms.wire import (
+    READ_ERRORS,
+    AsyncDeadlineTransport,
+    DeadlineExceeded,
+    DeadlineTransport,
+    aiterate_with_deadline,
+    await_with_deadline,
+    chat_response,
+    deadline_at,
+    describe,
+    iterate_with_deadline,
+    llm_failure,
+    malformed,
+    refuses_form_of,
+    sending_until,
+    unreadable,
+)
+from llama_index_docmemo.step_runtime import Steps, arun, either, run
 
 logger = logging.getLogger(__name__)
+dispatcher = get_dispatcher(__name__)
+
+M = TypeVar("M", bound=BaseModel)
 
 DEFAULT_CONTEXT_WINDOW = 32768
 _EMPTY_STREAM = "a stream without a single chunk (a body that is not server-sent events?)"
@@ -121,7 +144,7 @@ def _delta_response(chunk: Any, content: str) -> tuple[ChatResponse | None, str]
     return ChatResponse(message=message, delta=piece, raw=chunk), content
 
 
-class OpenAICompatible(ServerStructuredOutput, LLM):
+class OpenAICompatible(LLM):
     """A chat model behind any OpenAI-compatible ``/v1/chat/completions`` endpoint.
 
     Every argument falls back to an environment variable, then a default.
@@ -402,24 +425,19 @@ class OpenAICompatible(ServerStructuredOutput, LLM):
             options["max_tokens"] = self.max_tokens
         return {"messages": self._message_dicts(messages), **options, **self.additional_kwargs}
 
-    def _timed(self, request: dict[str, Any]) -> tuple[dict[str, Any], float | None]:
-        """``request`` with its deadline, from now, in the header the transport reads."""
-        at = deadline_at(self.request_deadline)
-        extra = {**(request.get("extra_headers") or {}), **header(at)}
-        return {**request, "extra_headers": extra}, at
-
     def _message_dicts(self, messages: Sequence[ChatMessage]) -> list[Any]:
         """The request's messages as the ``openai`` client sends them (images as base64 data)."""
         return to_openai_message_dicts(self._prepare(messages), model=self.model)
 
     @llm_chat_callback()
     def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
-        request, at = self._timed(self._request(messages, stream=False, **kwargs))
+        """The ``openai`` sync client in the caller's thread; its transport ends each attempt by
+        the deadline (no thread of ours)."""
+        request = self._request(messages, stream=False, **kwargs)
         try:
-            reply = call_with_deadline(
-                lambda: self._sync_client().chat.completions.create(**request), at
-            )
-        except (openai.OpenAIError, DeadlineExceeded) as exc:
+            with sending_until(deadline_at(self.request_deadline)):
+                reply = self._sync_client().chat.completions.create(**request)
+        except openai.OpenAIError as exc:
             raise self._failure(exc) from exc
         except READ_ERRORS as exc:  # the client could not read the body
             raise unreadable(self._where, exc) from exc
@@ -432,9 +450,10 @@ class OpenAICompatible(ServerStructuredOutput, LLM):
         that runs off the event loop."""
         request = await to_thread(self._request, messages, stream=False, **kwargs)
         client = await self._loop_client()
-        request, at = self._timed(request)
+        at = deadline_at(self.request_deadline)
         try:
-            reply = await await_with_deadline(client.chat.completions.create(**request), at)
+            with sending_until(at):
+                reply = await await_with_deadline(client.chat.completions.create(**request), at)
         except (openai.OpenAIError, DeadlineExceeded) as exc:
             raise self._failure(exc) from exc
         except READ_ERRORS as exc:  # the client could not read the body
@@ -444,12 +463,14 @@ class OpenAICompatible(ServerStructuredOutput, LLM):
     @llm_chat_callback()
     def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
         """The answer as it comes (sent on the first ``next``); the deadline bounds every chunk."""
-        request, at = self._timed(self._request(messages, stream=True, **kwargs))
+        request = self._request(messages, stream=True, **kwargs)
+        at = deadline_at(self.request_deadline)
 
         def guarded() -> ChatResponseGen:
             received = 0
             try:
-                chunks = self._sync_client().chat.completions.create(**request)
+                with sending_until(at):
+                    chunks = self._sync_client().chat.completions.create(**request)
                 for response in iterate_with_deadline(_stream_responses(chunks), at):
                     received += 1
                     yield response
@@ -468,12 +489,15 @@ class OpenAICompatible(ServerStructuredOutput, LLM):
     ) -> ChatResponseAsyncGen:
         request = await to_thread(self._request, messages, stream=True, **kwargs)
         client = await self._loop_client()
-        request, at = self._timed(request)
+        at = deadline_at(self.request_deadline)
 
         async def guarded() -> ChatResponseAsyncGen:
             received = 0
             try:
-                chunks = await await_with_deadline(client.chat.completions.create(**request), at)
+                with sending_until(at):
+                    chunks = await await_with_deadline(
+                        client.chat.completions.create(**request), at
+                    )
                 async for response in aiterate_with_deadline(_astream_responses(chunks), at):
                     received += 1
                     yield response
@@ -485,6 +509,116 @@ class OpenAICompatible(ServerStructuredOutput, LLM):
                 raise malformed(self._where, _EMPTY_STREAM)
 
         return guarded()
+
+    # -- structured output: the server's form, in FALLBACKS order, remembered per server -------
+    @property
+    def server(self) -> str:
+        """This client's key in its server memory (base URL and model)."""
+        return server_key(self) or self.api_base
+
+    def structured_mode_now(self) -> str:
+        """The concrete mode the next structured request uses."""
+        if self.structured_mode != "auto":
+            return self.structured_mode
+        return self.server_memory.get(self.server).structured_mode or AUTO_ORDER[0]
+
+    def _fallback(self, exc: LLMError, mode: str) -> str | None:
+        """The next mode when "auto" was refused in ``mode``; None to re-raise ``exc``."""
+        cause = exc.__cause__
+        if self.structured_mode != "auto" or cause is None:
+            return None
+        if not refuses_form_of(cause):
+            return None
+        following = next_mode(mode)
+        if following is not None:
+            # remembered now, not on success: a slow first answer must not send others back
+            # to the refused form
+            self.server_memory.update(self.server, structured_mode=following)
+            logger.warning(
+                "%s refused structured mode %r (%s); trying %r",
+                self.api_base,
+                mode,
+                describe(cause),
+                following,
+            )
+        return following
+
+    def _predict(
+        self, output_cls: type[M], messages: list[ChatMessage], llm_kwargs: dict[str, Any]
+    ) -> Steps[M]:
+        """Steps of a structured request: the server's form in "auto" order (json_schema, then
+        llama.cpp's json_object + schema, then the schema in the prompt with one repair)."""
+        mode = self.structured_mode_now()
+        while True:
+            if mode == "prompt":
+                reply = yield from ask_with_schema_in_prompt(
+                    self,  # type: ignore[arg-type]
+                    messages,
+                    output_cls,
+                    **llm_kwargs,
+                )
+                if reply is None:
+                    raise ValueError(
+                        f"{self.api_base} (model {self.model}): the reply is not a valid "
+                        f"{output_cls.__name__}, even after a repair request"
+                    )
+                break
+            options = request_options(mode, reply_schema(output_cls), output_cls.__name__)
+            try:
+                response = yield either(self.chat, self.achat, messages, **llm_kwargs, **options)
+            except LLMError as exc:
+                following = self._fallback(exc, mode)
+                if following is None:
+                    raise
+                mode = following
+                continue
+            reply = validate_reply(output_cls, response.message.content or "")
+            break
+        if self.structured_mode == "auto":
+            self.server_memory.update(self.server, structured_mode=mode)
+        return reply
+
+    @dispatcher.span
+    def structured_predict(
+        self,
+        output_cls: type[M],
+        prompt: BasePromptTemplate,
+        llm_kwargs: dict[str, Any] | None = None,
+        **prompt_args: Any,
+    ) -> M:
+        """A ``output_cls`` reply, asked for in the form this server accepts (see
+        ``structured_mode``); raises ``ValueError`` for a reply that does not validate."""
+        dispatcher.event(
+            LLMStructuredPredictStartEvent(
+                output_cls=output_cls, template=prompt, template_args=prompt_args
+            )
+        )
+        messages = prompt.format_messages(**prompt_args)
+        reply = run(self._predict(output_cls, messages, dict(llm_kwargs or {})))
+        dispatcher.event(LLMStructuredPredictEndEvent(output=reply))
+        return reply
+
+    @dispatcher.span
+    async def astructured_predict(
+        self,
+        output_cls: type[M],
+        prompt: BasePromptTemplate,
+        llm_kwargs: dict[str, Any] | None = None,
+        **prompt_args: Any,
+    ) -> M:
+        """Async :meth:`structured_predict`. The prompt is formatted off the event loop:
+        LlamaIndex validates every image block again as it formats (base64 decoded and encoded
+        twice over), 16 ms a reading request and up to 60 ms with crops (8 concurrent
+        ``aquery`` calls, ``integration_tests/test_async_nonblocking.py``)."""
+        dispatcher.event(
+            LLMStructuredPredictStartEvent(
+                output_cls=output_cls, template=prompt, template_args=prompt_args
+            )
+        )
+        messages = await to_thread(prompt.format_messages, **prompt_args)
+        reply = await arun(self._predict(output_cls, messages, dict(llm_kwargs or {})))
+        dispatcher.event(LLMStructuredPredictEndEvent(output=reply))
+        return reply
 
     # -- completions: the chat endpoint, a prompt as one user turn ------------------------------
     @llm_completion_callback()

@@ -32,7 +32,7 @@ from llama_index.core.output_parsers.base import OutputParserException
 from llama_index.core.output_parsers.utils import extract_json_str, parse_json_markdown
 from pydantic import BaseModel, ValidationError
 
-from llama_index_docmemo.llms.untrusted import fenced
+from llama_index_docmemo.llms.context import fenced
 from llama_index_docmemo.step_runtime import Steps, either
 
 if TYPE_CHECKING:

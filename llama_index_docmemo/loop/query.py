@@ -39,8 +39,8 @@ from llama_index_docmemo.levers.document_stage import (
     hit_scores,
 )
 from llama_index_docmemo.levers.rounds import QuerySearches
-from llama_index_docmemo.llms.failures import describe, is_llm_failure
 from llama_index_docmemo.llms.servers import endpoint
+from llama_index_docmemo.llms.wire import describe, is_llm_failure
 from llama_index_docmemo.loop.instrumentation import retrieval_events
 from llama_index_docmemo.loop.parts import LoopParts, clean_question
 from llama_index_docmemo.loop.query_clock import QueryClock

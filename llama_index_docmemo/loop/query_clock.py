@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, TypeVar
 
-from llama_index_docmemo.llms.deadline import deadline_scope
+from llama_index_docmemo.llms.wire import deadline_scope
 from llama_index_docmemo.step_runtime import Steps, within
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from llama_index.core.prompts import PromptTemplate
 
+from llama_index_docmemo.llms.context import fenced
 from llama_index_docmemo.llms.exchange import ImageSlot, Part, clip, clip_lines
-from llama_index_docmemo.llms.untrusted import fenced
 from llama_index_docmemo.reasoning.base import CropView, EvidenceNote, PageView, ReasoningInput
 from llama_index_docmemo.types import PageRef
 

@@ -131,7 +131,9 @@ def _answer_card(
         body = f'<p class="text">{marked_answer(record.answer, record.citations)}</p>'
     read = ", ".join(f"{p.doc} p.{p.page}" for p in record.read_pages) or "none"
     usage = (
-        f" ({record.requests_without_usage} without usage)" if record.requests_without_usage else ""
+        f" ({record.requests_without_usage} counted by the tokenizer)"
+        if record.requests_without_usage
+        else ""
     )
     parts = [
         f'<article class="answer" data-engine="{_e(record.engine)}"><h3>{_e(record.engine)}</h3>',

@@ -109,7 +109,7 @@ def totals_table(totals: Mapping[str, Any]) -> Table:
         share = t["figures_verified_share"]
         if share["mean"] is not None:
             figures += f" (per answer {interval(share, unit='%')})"
-        missing = f" ({t['requests_without_usage']} requests without usage)" * bool(
+        missing = f" ({t['requests_without_usage']} requests counted by the tokenizer)" * bool(
             t["requests_without_usage"]
         )
         rows.append(

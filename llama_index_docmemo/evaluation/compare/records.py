@@ -42,7 +42,7 @@ class AnswerRecord(BaseModel):
     """One (question, engine): the answer, its pages, its cost, its citations, its verdicts.
 
     ``requests_without_usage`` counts LLM requests whose response carried no token usage (their
-    tokens are missing from the totals). ``image_tokens`` is the images' share of the prompt as
+    tokens were counted with LlamaIndex's ``Settings.tokenizer``, their images estimated). ``image_tokens`` is the images' share of the prompt as
     the model family's formula estimates it (``llms/image_policy.py``), beside the server's own
     ``prompt_tokens``. ``citations`` are the answer's figures, names and quoted facts, each
     verified or not against the pages read and boxed on its page (:mod:`.citing`). ``error``
