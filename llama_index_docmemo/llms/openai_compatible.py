@@ -85,6 +85,7 @@ from llama_index_docmemo.llms.reply_shape import READ_ERRORS, chat_response, mal
 from llama_index_docmemo.llms.servers import ServerMemory
 from llama_index_docmemo.llms.structured import StructuredMode, normalise_mode
 from llama_index_docmemo.llms.structured_predict import ServerStructuredOutput
+from llama_index_docmemo.llms.wire import send, wire_request
 
 logger = logging.getLogger(__name__)
 
@@ -428,13 +429,14 @@ class OpenAICompatible(ServerStructuredOutput, LLM):
     @llm_chat_callback()
     async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
         """The ``openai`` async client, cancelled at the deadline. Bringing page images
-        within ``max_image_side`` and into base64 is tens of milliseconds of CPU a request:
-        that runs off the event loop."""
+        within ``max_image_side`` and into base64 is tens of milliseconds of CPU a request, and
+        its JSON body some more (``llms/wire.py``): both run off the event loop."""
         request = await to_thread(self._request, messages, stream=False, **kwargs)
         client = await self._loop_client()
         request, at = self._timed(request)
+        wire = await to_thread(wire_request, request)  # the JSON body off the loop too
         try:
-            reply = await await_with_deadline(client.chat.completions.create(**request), at)
+            reply = await await_with_deadline(send(client, wire), at)
         except (openai.OpenAIError, DeadlineExceeded) as exc:
             raise self._failure(exc) from exc
         except READ_ERRORS as exc:  # the client could not read the body
@@ -469,11 +471,12 @@ class OpenAICompatible(ServerStructuredOutput, LLM):
         request = await to_thread(self._request, messages, stream=True, **kwargs)
         client = await self._loop_client()
         request, at = self._timed(request)
+        wire = await to_thread(wire_request, request)  # the JSON body off the loop too
 
         async def guarded() -> ChatResponseAsyncGen:
             received = 0
             try:
-                chunks = await await_with_deadline(client.chat.completions.create(**request), at)
+                chunks = await await_with_deadline(send(client, wire), at)
                 async for response in aiterate_with_deadline(_astream_responses(chunks), at):
                     received += 1
                     yield response
