@@ -4,10 +4,10 @@
 them to JSON on the event loop: for a request carrying page images in base64 (megabytes) that
 is 10-15 ms of CPU each, and 32 concurrent queries send their requests together, so the loop
 ran hundreds of milliseconds of them back to back (``benchmarks/query_stall.py``). The body is
-encoded here instead, byte for byte as ``create`` sends it (its body fields in its order,
-``extra_body`` merged over them, JSON as the SDK writes it), in a blocking call, and posted through the client's public
-``post`` with ``content=``: the client's retries, timeouts, authentication and error types stay
-the SDK's own.
+encoded here instead, in a blocking call, byte for byte as ``create`` sends it (its body fields
+in its order, ``extra_body`` merged over them, JSON as the SDK writes it), and posted through the
+client's public ``post`` with ``content=``: the client's retries, timeouts, authentication and
+error types stay the SDK's own.
 """
 
 from __future__ import annotations
