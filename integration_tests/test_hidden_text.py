@@ -1,6 +1,7 @@
 """Text a reader cannot see never verifies a figure, never reaches a reader, never answers:
-white on white, near the page's colour, under 4 pt, transparent, off the page, clipped away.
-White text on a dark fill stays (it is seen)."""
+white on white, near the page's colour, under 4 pt, transparent, off the page, clipped away,
+black on a black box, painted over. White text on a dark fill, and black text on a light one, stay
+(they are seen)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,18 @@ HIDERS = {
     "black 2pt": lambda p: p.insert_text((72, 130), "4,242", fontsize=2),
     "transparent": lambda p: p.insert_text((72, 130), "4,242", fontsize=12, fill_opacity=0),
     "off the page": lambda p: p.insert_text((72, -40), "4,242", fontsize=12),
+    "black on black": lambda p: (
+        p.draw_rect(pymupdf.Rect(70, 120, 200, 140), color=None, fill=(0, 0, 0)),
+        p.insert_text((72, 135), "4,242", fontsize=11),
+    ),
+    "dark on its own colour": lambda p: (
+        p.draw_rect(pymupdf.Rect(70, 120, 200, 140), color=None, fill=(0.1, 0.1, 0.4)),
+        p.insert_text((72, 135), "4,242", fontsize=11, color=(0.1, 0.1, 0.4)),
+    ),
+    "painted over": lambda p: (
+        p.insert_text((72, 135), "4,242", fontsize=11),
+        p.draw_rect(pymupdf.Rect(70, 120, 200, 140), color=None, fill=(1, 1, 1)),
+    ),
     "clipped away": lambda p: _append(
         p, b"q 0 0 5 5 re W n BT /helv 12 Tf 72 700 Td <342c323432> Tj ET Q"
     ),
@@ -48,6 +61,8 @@ def write(path: Path, hide) -> Path:  # noqa: ANN001
     hide(page)
     page.draw_rect(pymupdf.Rect(70, 300, 260, 330), color=None, fill=(0.1, 0.1, 0.4))
     page.insert_text((76, 320), "Headcount 8,120", fontsize=12, color=(1, 1, 1))
+    page.draw_rect(pymupdf.Rect(70, 400, 260, 430), color=None, fill=(0.85, 0.9, 1))
+    page.insert_text((76, 420), "Offices 17", fontsize=11)
     doc.save(path)
     return path
 
@@ -61,6 +76,7 @@ def test_the_page_text_and_its_crops_hold_only_what_is_seen(tmp_path: Path, how:
         crop = _clip_text(doc[0], (0, 0, 595, 842))
     text = read_pdf(path).pages[0].text
     assert "31,337" in text and "Headcount 8,120" in text  # white on a dark fill is seen
+    assert "Offices 17" in text  # black on a light fill too
     assert "4,242" not in text and "4,242" not in crop
 
 
@@ -79,7 +95,7 @@ class Reader(Reasoner):
         )
 
 
-@pytest.mark.parametrize("how", ["white 3pt", "near white", "black 2pt"])
+@pytest.mark.parametrize("how", ["white 3pt", "near white", "black 2pt", "black on black"])
 def test_a_figure_stated_only_in_hidden_text_is_never_verified(tmp_path: Path, how: str) -> None:
     docs = tmp_path / "docs"
     docs.mkdir()

@@ -114,13 +114,13 @@ def test_a_loop_s_client_is_made_once_off_the_loop_and_kept_for_the_loop(
     threads: list[int] = []
     monkeypatch.setattr(QwenVL, "_new_aclient", recording(QwenVL._new_aclient, threads))
 
-    async def clients() -> tuple[Any, Any, Any, int]:
-        first, second = await asyncio.gather(llm._loop_client(), llm._loop_client())
-        return first, second, await llm._loop_client(), threading.get_ident()
+    async def clients() -> tuple[list[Any], Any, int]:
+        together = await asyncio.gather(*(llm._loop_client() for _ in range(8)))
+        return together, await llm._loop_client(), threading.get_ident()
 
-    first, second, parents, loop_thread = asyncio.run(clients())
-    assert first is second is parents
-    assert threads and loop_thread not in threads
+    together, later, loop_thread = asyncio.run(clients())
+    assert all(client is later for client in together)
+    assert len(threads) == 1 and loop_thread not in threads  # eight first requests, one client
 
 
 @pytest.mark.parametrize("fmt", ["JPEG", "PNG"])
