@@ -9,7 +9,7 @@ from fakes_docmemo import BagOfWordsEncoder, GoldReasoner
 from stores_docmemo import StoreCalls, StoreMaker, add_document
 
 from llama_index_docmemo.config import DocMemoConfig
-from llama_index_docmemo.levers.variants import LEVERS_OFF
+from llama_index_docmemo.evaluation.configs import LEVERS_OFF
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
 from llama_index_docmemo.store import PageStore
 from llama_index_docmemo.store.scope import PageFilter

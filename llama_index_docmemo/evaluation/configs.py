@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llama_index_docmemo.config import DocMemoConfig
-from llama_index_docmemo.levers.variants import LEVER_VARIANTS
 
 
 def flat_settings(config: DocMemoConfig) -> dict[str, Any]:
@@ -29,6 +28,42 @@ def _paper_settings() -> dict[str, Any]:
     return {name: value for name, value in paper.items() if default[name] != value}
 
 
+# -- issue 14's levers: each alone on the pre-lever loop, and the combination ------------------
+# Every variant is a full set of lever switches (the others off), so a row means the same thing
+# whatever ``DocMemoConfig``'s defaults are: ``no_levers`` is the loop before issue 14,
+# ``lever_<name>`` that loop with one lever on, ``levers`` the combination chosen on the tuning
+# half (the defaults since; docs/evaluation.md, "Levers").
+
+LEVERS_OFF: dict[str, Any] = {
+    "reference_weight": 0.0,
+    "continuation_weight": None,
+    "question_reference_weight": 0.0,
+    "statement_weight": 0.0,
+    "sampling": "greedy",
+}
+
+LEVER_SETTINGS: dict[str, dict[str, Any]] = {
+    "references": {"reference_weight": 2.0},
+    "question_refs": {"question_reference_weight": 3.0},
+    "statements": {"statement_weight": 0.7},
+}
+"""The levers kept. Feedback search in vector space (recommend / discovery), the wider pool,
+the budget shape, the schema-field BM25, calibrated priors and sub-queries lost their measurement
+on the tuning half and were removed with their code (docs/evaluation.md, "Levers")."""
+
+COMBINED: dict[str, Any] = {
+    "question_reference_weight": 3.0,
+    "reference_weight": 2.0,
+    "statement_weight": 0.7,
+}
+
+LEVER_VARIANTS: dict[str, dict[str, Any]] = {
+    "no_levers": dict(LEVERS_OFF),
+    **{f"lever_{name}": {**LEVERS_OFF, **settings} for name, settings in LEVER_SETTINGS.items()},
+    "levers": {**LEVERS_OFF, **COMBINED},
+}
+
+
 ABLATIONS: dict[str, dict[str, Any]] = {
     "no_schema": {"use_schema": False},
     "no_belief": {"use_belief": False},
@@ -43,7 +78,7 @@ ABLATIONS: dict[str, dict[str, Any]] = {
     "relevance_feedback": {"relevance_feedback": 16},
     # pages chosen over the whole scope at once, as before document beliefs (``--scope corpus``)
     "no_document_beliefs": {"document_beliefs": False},
-    **LEVER_VARIANTS,  # issue 14's levers, one row each (llama_index_docmemo.levers.variants)
+    **LEVER_VARIANTS,  # issue 14's levers, one row each (above)
 }
 """Each ablation's fields on top of the run's settings (the ablation wins over ``--set``)."""
 
