@@ -205,7 +205,8 @@ def _siblings(plan: EvalPlan, store: PageStore) -> dict[str, object] | None:
     if plan.scope != "corpus":
         return None
     from llama_index_docmemo.evaluation.siblings import sibling_count
-    from llama_index_docmemo.types import PageFilter, PageRef
+    from llama_index_docmemo.store.scope import PageFilter
+    from llama_index_docmemo.types import PageRef
 
     everything = PageFilter()
     pages = {
