@@ -9,7 +9,7 @@ store is made per session and each test's store is a copy of it.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,16 @@ class StoreMaker:
         path = self.folder / f"edge-{self.made}"
         shutil.copytree(self.template, path)
         return EdgePageStore(path, **settings)
+
+    def with_document(self, doc_id: str, texts: Sequence[str]) -> Iterator[PageStore]:
+        """An Edge store holding one document, closed when the generator ends: a module
+        fixture's body is ``yield from store_maker.with_document(...)``."""
+        store = self.open("edge")
+        try:
+            add_document(store, doc_id, texts)
+            yield store
+        finally:
+            store.close()
 
 
 def add_document(

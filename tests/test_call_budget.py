@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 from fakes_docmemo import BagOfWordsEncoder, NativeScriptedLLM
-from stores_docmemo import StoreMaker, add_document
+from stores_docmemo import StoreMaker
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
@@ -21,10 +21,9 @@ DOC = "report.pdf"
 @pytest.fixture(scope="module")
 def store(store_maker: StoreMaker) -> Iterator[PageStore]:
     """Forty pages alike (on Edge: what is read here is not the store's concern, so one backend)."""
-    shared = store_maker.open("edge")
-    add_document(shared, DOC, [f"page {i} about revenue and costs" for i in range(1, 41)])
-    yield shared
-    shared.close()
+    yield from store_maker.with_document(
+        DOC, [f"page {i} about revenue and costs" for i in range(1, 41)]
+    )
 
 
 def engine(store: PageStore, llm: NativeScriptedLLM, cap: int) -> DocMemoQueryEngine:

@@ -13,7 +13,7 @@ import pytest
 from fakes_docmemo import BagOfWordsEncoder, GoldReasoner
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
-from stores_docmemo import StoreMaker, add_document
+from stores_docmemo import StoreMaker
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.ingest.layout.drawing_clusters import cluster_boxes
@@ -42,10 +42,9 @@ class SlowLayout(BaseNodePostprocessor):
 @pytest.fixture(scope="module")
 def store(store_maker: StoreMaker) -> Iterator[PageStore]:
     """Twenty pages alike (on Edge: what is read here is not the store's concern, so one backend)."""
-    shared = store_maker.open("edge")
-    add_document(shared, DOC, [f"page {i} about revenue and costs" for i in range(1, 21)])
-    yield shared
-    shared.close()
+    yield from store_maker.with_document(
+        DOC, [f"page {i} about revenue and costs" for i in range(1, 21)]
+    )
 
 
 def engine(store: PageStore) -> DocMemoQueryEngine:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from fakes_docmemo import BagOfWordsEncoder
-from stores_docmemo import StoreMaker, add_document
+from stores_docmemo import StoreMaker
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.errors import DocMemoError
@@ -34,10 +34,7 @@ def pages() -> list[str]:
 @pytest.fixture(scope="module")
 def store(store_maker: StoreMaker) -> Iterator[PageStore]:
     """The report, shared: the runs only read it (on Edge: the store is not what is tested)."""
-    shared = store_maker.open("edge")
-    add_document(shared, "r.pdf", pages())
-    yield shared
-    shared.close()
+    yield from store_maker.with_document("r.pdf", pages())
 
 
 @pytest.fixture()

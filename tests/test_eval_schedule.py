@@ -98,10 +98,7 @@ def dataset(tmp_path: Path) -> EvalDataset:
 @pytest.fixture(scope="module")
 def store(store_maker: StoreMaker) -> Iterator[PageStore]:
     """The report, shared: the runs only read it (on Edge: the store is not what is tested)."""
-    shared = store_maker.open("edge")
-    add_document(shared, "r.pdf", _pages())
-    yield shared
-    shared.close()
+    yield from store_maker.with_document("r.pdf", _pages())
 
 
 def _engines(store: PageStore, overrides: dict[str, object]):
