@@ -67,6 +67,16 @@ def test_the_named_filing_scores_best(question: str, gold: str) -> None:
     assert _best(question, cards) == gold
 
 
+def test_a_naming_word_counts_once_whatever_forms_a_card_spells_it_in() -> None:
+    amazon = _card("AMAZON_2017_10K.pdf", "AMAZON.COM, INC.", 2017)
+    other = make_card(
+        DocumentSchema(doc_id="ADOBE_2016_10K.pdf", doc_version="v1", n_pages=90),
+        "Adobe Inc. annual report: FY2016 results against FY2017 guidance, fiscal 2016",
+    )
+    question = "What is Amazon's change in revenue from FY2016 to FY2017?"
+    assert _best(question, [amazon, other]) == "AMAZON_2017_10K.pdf"
+
+
 def test_hash_named_files_are_found_by_their_first_page_and_title() -> None:
     cards = [
         _card(f"{i:040x}.pdf", company, year, title=f"10-K {year} {company}")

@@ -181,6 +181,16 @@ def test_metric_questions_search_the_statements_their_inputs_come_from() -> None
     assert statement_queries("How many cartoons are in the slides?") == []
 
 
+def test_a_question_naming_a_statement_or_pp_and_e_searches_that_statement() -> None:
+    from llama_index_docmemo.levers.financial import BALANCE, INCOME, statement_queries
+
+    assert statement_queries("Did Pfizer grow its PPNE between FY20 and FY21?") == [BALANCE]
+    assert statement_queries("What is 3M's net PP&E, as shown in the balance sheet?") == [BALANCE]
+    assert statement_queries("Property, plant and equipment at year end?") == [BALANCE]
+    assert statement_queries("Using the statement of income: what changed?") == [INCOME]
+    assert statement_queries("Per the consolidated income statement, what changed?") == [INCOME]
+
+
 def test_title_questions_name_the_first_page() -> None:
     from llama_index_docmemo.levers.question_refs import named_pages
 

@@ -102,12 +102,12 @@ _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9&'’.\-]*[A-Za-z0-9]|[A-Za-z0-9]")
 _SENTENCE_END = re.compile(r"[.?!:;]\s*$")
 
 
-def naming_words(question: str) -> set[str]:
-    """The match keys of the words by which a question names its document: names (a capital
-    letter inside a sentence, or all capitals: "PepsiCo", "JPM"), years and other words
-    with digits ("FY2018", "3M", "10-K", "Q2"). Sentence-initial words ("What", "Assume")
-    and the question's other words describe what is asked, not where."""
-    out: set[str] = set()
+def naming_groups(question: str) -> list[frozenset[str]]:
+    """The match keys of each word by which a question names its document, one set a word:
+    names (a capital letter inside a sentence, or all capitals: "PepsiCo", "JPM"), years and
+    other words with digits ("FY2018", "3M", "10-K", "Q2"). Sentence-initial words ("What",
+    "Assume") and the question's other words describe what is asked, not where."""
+    out: dict[frozenset[str], None] = {}
     question = _forms(question)
     for m in _WORD.finditer(question):
         word = m.group()
@@ -116,31 +116,39 @@ def naming_words(question: str) -> set[str]:
         )
         has_digit = any(c.isdigit() for c in word)
         capital = word[0].isupper() and (not initial or (len(word) > 1 and word.isupper()))
-        if has_digit or capital:
-            out.update(naming_keys(word))
-    return out
+        if (has_digit or capital) and (group := frozenset(naming_keys(word))):
+            out.setdefault(group, None)
+    return list(out)
+
+
+def naming_words(question: str) -> set[str]:
+    """Every match key of the question's naming words (:func:`naming_groups`)."""
+    return set().union(*naming_groups(question))
 
 
 def card_scores(question: str, cards: Iterable[DocumentCard]) -> dict[str, float]:
-    """Each card's share of the question's naming words (:func:`naming_words`), in [0, 1].
+    """Each card's share of the question's naming words (:func:`naming_groups`), in [0, 1].
 
-    A question word weighs log(n / df) (n cards, df of them carrying it): a company's name or
-    a year that few cards carry decides, a word every card carries weighs nothing. A word in
-    a card's body only counts ``BODY_WEIGHT`` of its weight.
+    A word weighs log(n / df) (n cards, df of them carrying any of its keys): a company's name
+    or a year that few cards carry decides, a word every card carries weighs nothing. Each
+    word counts once ("FY2016" is the keys "fy", "2016" and "fy2016": one year, not three); a
+    word found only in a card's body counts ``BODY_WEIGHT`` of its weight.
     """
     cards = list(cards)
-    words = naming_words(question)
     n = len(cards)
-    df = {w: sum(w in card.keys for card in cards) for w in words}
-    weight = {w: math.log(n / d) for w, d in df.items() if d > 0}
+    weight: dict[frozenset[str], float] = {}
+    for group in naming_groups(question):
+        df = sum(bool(group & card.keys) for card in cards)
+        if df:
+            weight[group] = math.log(n / df)
     total = sum(weight.values())
     if total <= 0:
         return {card.doc_id: 0.0 for card in cards}
     return {
         card.doc_id: sum(
-            v * (1.0 if w in card.head else BODY_WEIGHT)
-            for w, v in weight.items()
-            if w in card.keys
+            v * (1.0 if g & card.head else BODY_WEIGHT)
+            for g, v in weight.items()
+            if g & card.keys
         )
         / total
         for card in cards

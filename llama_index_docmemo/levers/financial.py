@@ -22,14 +22,18 @@ _TERMS: tuple[tuple[str, tuple[str, ...]], ...] = (
         r"tax rate|income tax|interest expense|cost of (?:sales|revenue|goods)|\bcogs\b|"
         r"operating expenses|\bsg&a\b|return on (?:assets?|equity|invested capital)|\broa\b|"
         r"\broe\b|\broic\b|days (?:payable|sales|inventory)|\bdpo\b|\bdso\b|\bdio\b|"
-        r"inventory turnover|asset turnover|interest coverage|payout ratio",
+        r"inventory turnover|asset turnover|interest coverage|payout ratio|"
+        r"income statements?|statements? of (?:income|operations|earnings)|\bp&l\b|"
+        r"profit and loss",
         (INCOME,),
     ),
     (
         r"total assets|\bassets?\b|liabilit|\bequity\b|\bdebt\b|inventor|receivable|payable|"
         r"working capital|current ratio|quick ratio|cash balance|cash and cash equivalents|"
         r"book value|leverage|return on (?:assets?|equity|invested capital)|\broa\b|\broe\b|"
-        r"\broic\b|days (?:payable|sales|inventory)|\bdpo\b|\bdso\b|\bdio\b|turnover",
+        r"\broic\b|days (?:payable|sales|inventory)|\bdpo\b|\bdso\b|\bdio\b|turnover|"
+        r"balance sheets?|statements? of financial position|\bpp&?n?e\b|"
+        r"property,? plant,? and equipment|fixed assets",
         (BALANCE,),
     ),
     (
