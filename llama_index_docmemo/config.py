@@ -184,6 +184,10 @@ class DocumentSettings(_Settings):
             compares two filings).
         document_share: another document shares a round's pages once its belief draw is at
             least this fraction of the best one's.
+        card_lead: the lead the best card's match must have over the next one's
+            (:func:`~llama_index_docmemo.levers.document_stage.card_lead`) for the beliefs to
+            choose documents; a question that names no document apart is read over the whole
+            scope, as with ``document_beliefs`` off.
     """
 
     document_beliefs: bool = True
@@ -193,6 +197,7 @@ class DocumentSettings(_Settings):
     document_irrelevant_weight: float = Field(0.03, ge=0.0)
     documents_per_round: int = Field(2, ge=1, le=10)
     document_share: float = Field(0.9, ge=0.0, le=1.0)
+    card_lead: float = Field(0.1, ge=0.0, le=1.0)
 
 
 class BudgetSettings(_Settings):

@@ -117,6 +117,7 @@ def test_two_documents_close_in_belief_share_a_round_until_one_is_useful(stores)
         gold,
         question="What was the capital expenditure in 2023?",  # names no company
         card_weight=0.0,
+        card_lead=0.0,  # the beliefs choose even though the cards stand level
         document_prior_strength=1.0,
         pages_per_round=4,
     )
@@ -132,6 +133,16 @@ def test_two_documents_close_in_belief_share_a_round_until_one_is_useful(stores)
         "GLOBEX_2023_10K.pdf": 4,
         "ACME_2023_10K.pdf": 0,
     }
+
+
+def test_a_question_naming_no_document_apart_is_read_over_the_whole_store(stores) -> None:
+    question = "What was the capital expenditure in 2023?"  # every report's cover says 2023
+    gold = {PageRef("GLOBEX_2023_10K.pdf", 21), PageRef("GLOBEX_2023_10K.pdf", 99)}
+    level = _run(stores(), gold, question=question)
+    assert all(not r.documents for r in level.trace.rounds)
+    assert _trace(level) == _trace(_run(stores(), gold, question=question, document_beliefs=False))
+    named = _run(stores(), gold, question="What was Globex's capital expenditure in 2023?")
+    assert named.trace.rounds[0].documents[0].doc == "GLOBEX_2023_10K.pdf"
 
 
 def test_the_levers_search_inside_the_documents_never_the_whole_store(stores, monkeypatch) -> None:

@@ -6,6 +6,7 @@ import pytest
 
 from llama_index_docmemo.levers.document_stage import (
     card_fields,
+    card_lead,
     card_scores,
     document_scores,
     make_card,
@@ -128,3 +129,12 @@ def test_document_scores_fuse_pages_and_cards_best_at_one() -> None:
     assert document_scores({}, {}, 0.5) == {}
     with pytest.raises(ValueError, match="card_weight"):
         document_scores(pages, {}, 1.5)
+
+
+def test_the_card_lead_is_the_drop_after_the_named_documents() -> None:
+    assert card_lead({"a": 1.0, "b": 0.3, "c": 0.2}) == pytest.approx(0.7)
+    siblings = {"pepsi_2021": 1.0, "pepsi_2022": 1.0, "other": 0.25}  # a company's two filings
+    assert card_lead(siblings) == 0.0
+    assert card_lead(siblings, documents=2) == pytest.approx(0.75)
+    assert card_lead({"a": 0.4, "b": 0.38, "c": 0.35}, documents=2) == pytest.approx(0.03)
+    assert card_lead({"a": 1.0}) == 0.0 and card_lead({}, documents=2) == 0.0

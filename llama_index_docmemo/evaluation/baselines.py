@@ -35,7 +35,12 @@ from llama_index_docmemo.evaluation.datasets import QAItem
 from llama_index_docmemo.evaluation.metrics import QuestionRun
 from llama_index_docmemo.evaluation.orders import next_in_ranking, next_neighbours
 from llama_index_docmemo.events import counting_llm_calls
-from llama_index_docmemo.levers.document_stage import card_scores, document_scores, hit_scores
+from llama_index_docmemo.levers.document_stage import (
+    card_lead,
+    card_scores,
+    document_scores,
+    hit_scores,
+)
 from llama_index_docmemo.levers.rounds import QuerySearches, RoundLevers
 from llama_index_docmemo.loop.trust import RoundOutcome, stop_reason
 from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
@@ -234,10 +239,12 @@ class TwoStageRanking(FirstRoundRanking):
     """``two-stage``: the document stage of DocMemo's loop (the question's search over the
     scope, ``document_search_pages`` deep; each document's best page fused with its card,
     :mod:`~llama_index_docmemo.levers.document_stage`), then the first-round ranking inside
-    the best document, then inside the next, and so on."""
+    the best document, then inside the next, and so on. A question whose cards stand level
+    (``card_lead``) is ranked over the whole scope, as the loop reads it."""
 
-    def documents(self, item: QAItem) -> list[str]:
-        """The scope's documents best first by the document stage's score."""
+    def documents(self, item: QAItem) -> list[str] | None:
+        """The scope's documents best first by the document stage's score (None: the
+        question names no document apart)."""
         settings, scope = self.config.documents, self.filter(item)
         limit = max(self.config.selection.candidates, settings.document_search_pages)
         levers = RoundLevers(self.store, self.encoder, self.config.levers, self.config.selection)
@@ -247,14 +254,18 @@ class TwoStageRanking(FirstRoundRanking):
         docs = tuple(sorted({h.record.doc_id for h in hits}))
         schemas = self.store.list_documents(replace(scope, doc_ids=docs)) if docs else []
         cards = run_steps(levers.cards(schemas, hits, scope))
-        scores = document_scores(
-            hit_scores(hits), card_scores(item.question, cards.values()), settings.card_weight
-        )
+        matches = card_scores(item.question, cards.values())
+        if len(docs) > 1 and card_lead(matches, settings.documents_per_round) < settings.card_lead:
+            return None
+        scores = document_scores(hit_scores(hits), matches, settings.card_weight)
         return sorted(scores, key=lambda d: (-scores[d], d))
 
     def records(self, item: QAItem, depth: int) -> list[PageRecord]:
+        documents = self.documents(item)
+        if documents is None:
+            return super().records(item, depth)
         out: list[PageRecord] = []
-        for doc_id in self.documents(item):
+        for doc_id in documents:
             if len(out) >= depth:
                 break
             out += self.ranked(item.question, replace(self.filter(item), doc_ids=(doc_id,)), depth)

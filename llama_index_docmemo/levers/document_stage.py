@@ -146,13 +146,22 @@ def card_scores(question: str, cards: Iterable[DocumentCard]) -> dict[str, float
         return {card.doc_id: 0.0 for card in cards}
     return {
         card.doc_id: sum(
-            v * (1.0 if g & card.head else BODY_WEIGHT)
-            for g, v in weight.items()
-            if g & card.keys
+            v * (1.0 if g & card.head else BODY_WEIGHT) for g, v in weight.items() if g & card.keys
         )
         / total
         for card in cards
     }
+
+
+def card_lead(scores: Mapping[str, float], documents: int = 1) -> float:
+    """How far the best cards' matches stand apart from the rest: the largest drop from the
+    m-th best to the next, m up to ``documents`` (0 with no rest). A question that names its
+    document (or two: a company's two filings) puts those cards ahead; one that names none,
+    or names what many documents share, leaves the cards level."""
+    best = sorted(scores.values(), reverse=True)
+    return max(
+        (best[m - 1] - best[m] for m in range(1, min(documents, len(best) - 1) + 1)), default=0.0
+    )
 
 
 def page_scores(hits: Iterable[tuple[str, float]]) -> dict[str, float]:

@@ -34,6 +34,7 @@ from llama_index_docmemo.events import (
 from llama_index_docmemo.expansion import expansion_terms
 from llama_index_docmemo.levers.document_stage import (
     DocumentCard,
+    card_lead,
     card_scores,
     document_scores,
     hit_scores,
@@ -294,14 +295,17 @@ class DocMemoLoop:
             found = yield from self.parts.levers.search(embedding, self.scope, depth, limit)
             new = (yield from self._load_schemas(found)) if found else []
             wide = self.scope_hits[query] = self._pinned(found)
+            if self.documents is None and len({h.record.doc_id for h in wide}) < 2:
+                return []
+            if new:
+                yield from self._add_cards(new, wide)
             if self.documents is None:
-                if len({h.record.doc_id for h in wide}) < 2:
-                    return []
+                lead = card_lead(self.card_match, settings.documents_per_round)
+                if lead < settings.card_lead:
+                    return []  # the question names no document apart: pages over the scope
                 self.documents = DocumentBeliefMemory(
                     settings.document_prior_strength, settings.document_irrelevant_weight
                 )
-            if new:
-                yield from self._add_cards(new, wide)
             pages = hit_scores(wide)
             self.documents.add(document_scores(pages, self.card_match, settings.card_weight))
         return wide[: self.config.selection.candidates]
