@@ -37,7 +37,7 @@ from llama_index_docmemo.evaluation.orders import next_in_ranking, next_neighbou
 from llama_index_docmemo.events import counting_llm_calls
 from llama_index_docmemo.levers.document_stage import card_scores, document_scores, hit_scores
 from llama_index_docmemo.levers.rounds import QuerySearches, RoundLevers
-from llama_index_docmemo.loop.trust import RoundOutcome, stop_reason
+from llama_index_docmemo.loop.state import RoundOutcome, stop_reason
 from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
 from llama_index_docmemo.step_runtime import run as run_steps
 from llama_index_docmemo.store.base import PageStore
@@ -283,7 +283,7 @@ class RankingEngine(EvalEngine):
 
     ``static@K`` is one round of K pages; ``static-paged`` and ``neighbours`` read DocMemo's
     round sizes (``round_pages``) and stop by DocMemo's own policy,
-    :func:`~llama_index_docmemo.loop.trust.stop_reason`: a trusted "answered", "unanswerable"
+    :func:`~llama_index_docmemo.loop.state.stop_reason`: a trusted "answered", "unanswerable"
     once ``min_rounds_before_unanswerable`` rounds (or the whole document) were read, nothing
     found after ``give_up_after_pages`` pages, or the last round.
     """
