@@ -199,7 +199,8 @@ def one_round(runner: DocMemoRunner, state: QueryState, io: QueryIO) -> Steps[Qu
         assert reading.feedback is not None
         beliefs = state.beliefs.copy()
         useful = reading.feedback.useful_pages
-        yield from runner.levers.after_update(beliefs, useful, state.versions, state.scope)
+        versions = dict(state.versions)
+        yield from runner.levers.after_update(beliefs, useful, versions, state.scope)
         state = replace(state, beliefs=beliefs)
     trace = round_trace(
         selection,

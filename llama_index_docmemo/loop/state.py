@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from llama_index_docmemo.errors import QuestionError
+from llama_index_docmemo.expansion import expansion_terms
 from llama_index_docmemo.memory.belief import (
     PageBeliefMemory,
     Sampling,
@@ -159,8 +160,6 @@ def beliefs_on(config: DocMemoConfig) -> bool:
 def round_query(state: QueryState, config: DocMemoConfig) -> str:
     """Round 1 asks the question; later rounds the reader's refined query (episodic memory),
     expanded with distinctive terms of the pages judged useful (relevance feedback)."""
-    from llama_index_docmemo.expansion import expansion_terms
-
     query = state.question
     if state.round >= 1 and config.loop.use_episodic:
         refined = state.episodic.refined_query
