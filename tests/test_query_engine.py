@@ -403,3 +403,19 @@ def test_streaming_without_an_llm_streams_the_loops_answer_in_one_chunk(store) -
     response = engine.query(QUESTION)
     chunks = list(response.response_gen)
     assert len(chunks) == 1 and chunks[0] == response.metadata["docmemo"]["answer"]
+
+
+def test_the_engine_owns_one_runner_and_its_retriever_is_round_one_over_it(store) -> None:
+    """``from_defaults`` builds one runner: the engine's adds the reader to the retriever's,
+    every other part (store, encoder, config, levers and their caches, reranker) is the same
+    object, and ``retrieve`` returns what the engine's own round 1 selects."""
+    engine = engine_for(store, GoldReasoner(GOLD))
+    view, runner = engine.retriever.runner, engine.runner
+    assert runner.reader is engine.reasoner and view.reader is None
+    for part in ("store", "encoder", "config", "levers", "reranker", "cpu"):
+        assert getattr(runner, part) is getattr(view, part), part
+    nodes = engine.retriever.retrieve(QUESTION)
+    first = engine.run(QUESTION).trace.rounds[0]
+    assert [(n.node.metadata["doc_id"], n.node.metadata["page"]) for n in nodes] == [
+        (s.doc, s.page) for s in first.selected
+    ]
