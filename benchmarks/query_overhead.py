@@ -2,8 +2,8 @@
 
 Builds (or reopens) a Qdrant Edge store of synthetic pages in one tenant (``--pages`` pages,
 50 per document, tiny synthetic vectors: the store's search cost is not what is measured
-here), then times a query's start and one round's selection and update through
-:class:`~llama_index_docmemo.loop.DocMemoLoop`, with the whole tenant in scope and with one
+here), then times a query's start and one round's selection and update (the rules of
+:mod:`llama_index_docmemo.loop.state` and the round's search), with the whole tenant in scope and with one
 document in scope. Store calls (count, search, schema and page fetches) are timed separately
 by a wrapper around the store, so "loop" is the loop's own work. Memory is the tracemalloc
 peak over start + selection + update (store results included).
@@ -43,8 +43,12 @@ import numpy as np
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.encoders.base import PageEncoder
-from llama_index_docmemo.loop import DocMemoLoop, LoopParts
+from llama_index_docmemo.events import LLMCallTally
+from llama_index_docmemo.loop import DocMemoRunner
+from llama_index_docmemo.loop.query import select
+from llama_index_docmemo.loop.state import Reading, apply, start
 from llama_index_docmemo.memory.schema import DocumentSchema, Section
+from llama_index_docmemo.step_runtime import run
 from llama_index_docmemo.store.edge import EdgePageStore
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.types import Feedback, PageEmbedding, PageInput, PageRecord, QueryEmbedding
@@ -162,7 +166,7 @@ def build(path: Path, n_docs: int, *, bulk: bool, batch_docs: int = 200) -> tupl
 
 
 def one_query(
-    parts: LoopParts, store: TimedStore, scope: PageFilter, question: str, memory: bool
+    runner: DocMemoRunner, store: TimedStore, scope: PageFilter, question: str, memory: bool
 ) -> dict[str, float]:
     """Start + one round's selection + update: times (``memory`` False) or the tracemalloc
     peak (``memory`` True; tracing slows Python down several times, so never both)."""
@@ -171,13 +175,13 @@ def one_query(
     if memory:
         tracemalloc.start()
     started = time.perf_counter()
-    loop = DocMemoLoop(parts, question, scope).start()
+    state = start(question, scope, runner.config)
     after_start = time.perf_counter()
-    selection = loop.select()
+    state, selection = run(select(runner, state))
     after_select = time.perf_counter()
     shown = [r.ref for r in selection.pages]
     feedback = Feedback(useful_pages=shown[:1], irrelevant_pages=shown[1:], llm_calls=1)
-    loop.update(selection, feedback)
+    state, _ = apply(state, Reading(selection, feedback, LLMCallTally()), runner.config)
     ended = time.perf_counter()
     peak = 0
     if memory:
@@ -193,8 +197,8 @@ def one_query(
         "loop_ms": (total - store.seconds) * 1000,
         "total_ms": total * 1000,
         "peak_mb": peak / 2**20,
-        "beliefs": float(len(loop.beliefs)),
-        "schemas": float(len(loop.schema.schemas)),
+        "beliefs": float(len(state.beliefs)),
+        "schemas": float(len(state.schema.schemas)),
     }
 
 
@@ -210,10 +214,10 @@ def summarise(rows: list[dict[str, float]]) -> dict[str, float]:
 def measure(path: Path, n_docs: int, queries: int) -> dict[str, dict[str, float]]:
     store = EdgePageStore(path, encoder_name=SyntheticEncoder.name, dim=DIM)
     timed = TimedStore(store)
-    parts = LoopParts(
-        store=timed,  # type: ignore[arg-type]
-        encoder=SyntheticEncoder(),
-        config=DocMemoConfig(),
+    runner = DocMemoRunner.build(
+        timed,  # type: ignore[arg-type]
+        SyntheticEncoder(),
+        DocMemoConfig(),
         round_events=False,
     )
     scopes: dict[str, Callable[[int], PageFilter]] = {
@@ -225,13 +229,13 @@ def measure(path: Path, n_docs: int, queries: int) -> dict[str, dict[str, float]
     results = {}
     try:
         for name, scope in scopes.items():
-            one_query(parts, timed, scope(0), "warm-up", memory=False)
+            one_query(runner, timed, scope(0), "warm-up", memory=False)
             rows = [
-                one_query(parts, timed, scope(i), f"question {i}", memory=False)
+                one_query(runner, timed, scope(i), f"question {i}", memory=False)
                 for i in range(queries)
             ]
             peaks = [
-                one_query(parts, timed, scope(i), f"question {i}", memory=True)["peak_mb"]
+                one_query(runner, timed, scope(i), f"question {i}", memory=True)["peak_mb"]
                 for i in range(queries)
             ]
             for row, peak in zip(rows, peaks, strict=True):

@@ -6,7 +6,7 @@ reading order does not depend on when an engine stops: a label depends on (seed,
 and selection on the labels, never on the stop signal. So a stop rule that looks only at rounds
 already read can be applied to the recorded runs afterwards, in seconds instead of a run each:
 the noisy and the oracle stop of ``evaluation.stopping.StopRule``, through the loop's own policy
-``loop.trust.stop_reason``, at any ``give_up_after_pages``. ``--against`` checks the replay of a real
+``loop.state.stop_reason``, at any ``give_up_after_pages``. ``--against`` checks the replay of a real
 ``--stop noisy`` run of the same settings, run by run.
 
 The oracle stop ends a reading once every gold page was read and labelled useful: the fewest pages
@@ -39,7 +39,7 @@ from llama_index_docmemo.evaluation.metrics import QuestionRun
 from llama_index_docmemo.evaluation.runner import RESULTS, SETTINGS, load_runs
 from llama_index_docmemo.evaluation.stats import bootstrap_ci
 from llama_index_docmemo.evaluation.stopping import DEFAULT_P_EARLY, DEFAULT_P_MISS, StopRule
-from llama_index_docmemo.loop.trust import RoundOutcome, stop_reason
+from llama_index_docmemo.loop.state import RoundOutcome, stop_reason
 from llama_index_docmemo.types import PageRef
 
 ROUND_ENGINES = ("docmemo", "static-paged", "neighbours")

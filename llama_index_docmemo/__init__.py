@@ -14,7 +14,7 @@ _EXPORTS: dict[str, str] = {
     "DocMemoIndex": "llama_index_docmemo.index",
     "DocMemoQueryEngine": "llama_index_docmemo.query_engine",
     "DocMemoResult": "llama_index_docmemo.loop",
-    "DocMemoLoop": "llama_index_docmemo.loop",
+    "DocMemoRunner": "llama_index_docmemo.loop",
     "DocMemoRetriever": "llama_index_docmemo.retriever",
     "DocMemoConfig": "llama_index_docmemo.config",
     "LoopSettings": "llama_index_docmemo.config",

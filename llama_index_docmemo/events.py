@@ -1,6 +1,8 @@
 """LlamaIndex instrumentation events fired by the DocMemo loop, and a per-query LLM call counter.
 
-Besides LlamaIndex's own retrieval and rerank events, each round fires a DocMemo start/end pair.
+Each round fires LlamaIndex's own retrieval and rerank events (:func:`retrieval_events`,
+:func:`rerank_events`: context managers, so a round written as steps keeps them open across its
+I/O) and a DocMemo start/end pair.
 :func:`counting_llm_calls` counts the chat/completion requests any LlamaIndex LLM makes inside a
 block (a reranker of any kind, the final answer): the count lives in a context variable, so
 concurrent queries (threads or asyncio tasks) never see each other's calls.
@@ -10,12 +12,13 @@ from __future__ import annotations
 
 import inspect
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, ImageBlock, TextBlock
+from llama_index.core.callbacks import CallbackManager, CBEventType, EventPayload
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
 from llama_index.core.instrumentation.events.base import BaseEvent
@@ -25,11 +28,19 @@ from llama_index.core.instrumentation.events.llm import (
     LLMCompletionEndEvent,
     LLMCompletionStartEvent,
 )
+from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
+from llama_index.core.instrumentation.events.retrieval import (
+    RetrievalEndEvent,
+    RetrievalStartEvent,
+)
 from llama_index.core.instrumentation.span import BaseSpan
 from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
+from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.settings import Settings
 
 from llama_index_docmemo.llms.images import request_image_tokens
+
+dispatcher = get_dispatcher(__name__)
 
 _STARTS = (LLMChatStartEvent, LLMCompletionStartEvent)
 _ENDS = (LLMChatEndEvent, LLMCompletionEndEvent)
@@ -293,3 +304,57 @@ def counting_llm_calls(tally: LLMCallTally | None = None) -> Iterator[LLMCallTal
     finally:
         _detach()
         _TALLIES.reset(token)
+
+
+# -- LlamaIndex's events around a round's retrieval and rerank stages ---------------------------
+Ended = Callable[[list[NodeWithScore]], list[NodeWithScore]]
+"""Called with the stage's output nodes before the block closes; returns them unchanged."""
+
+
+@contextmanager
+def retrieval_events(
+    callbacks: CallbackManager, query: str, *, enabled: bool = True
+) -> Iterator[Ended]:
+    """The round's retrieval events: ``RetrievalStartEvent`` / ``RetrievalEndEvent`` and a
+    ``RETRIEVE`` callback event with the pages it selected (none when ``enabled`` is False: a
+    ``BaseRetriever``'s ``retrieve`` fires them itself)."""
+    out: list[list[NodeWithScore]] = []
+
+    def ended(nodes: list[NodeWithScore]) -> list[NodeWithScore]:
+        out.append(nodes)
+        return nodes
+
+    if not enabled:
+        yield ended
+        return
+    bundle = QueryBundle(query)
+    dispatcher.event(RetrievalStartEvent(str_or_query_bundle=bundle))
+    with callbacks.event(CBEventType.RETRIEVE, payload={EventPayload.QUERY_STR: query}) as cb_event:
+        yield ended
+        nodes = out[0] if out else []
+        cb_event.on_end(payload={EventPayload.NODES: nodes})
+    dispatcher.event(RetrievalEndEvent(str_or_query_bundle=bundle, nodes=nodes))
+
+
+@contextmanager
+def rerank_events(
+    callbacks: CallbackManager,
+    reranker: Any,
+    nodes: list[NodeWithScore],
+    bundle: QueryBundle,
+    k: int,
+) -> Iterator[Ended]:
+    """The rerank stage's events (and a ``RERANKING`` callback event) around any postprocessor."""
+    model = str(getattr(reranker, "model", "") or type(reranker).__name__)
+    dispatcher.event(ReRankStartEvent(query=bundle, nodes=nodes, top_n=k, model_name=model))
+    out: list[list[NodeWithScore]] = []
+
+    def ended(reranked: list[NodeWithScore]) -> list[NodeWithScore]:
+        out.append(reranked)
+        return reranked
+
+    payload = {EventPayload.QUERY_STR: bundle.query_str, EventPayload.NODES: nodes}
+    with callbacks.event(CBEventType.RERANKING, payload=payload) as cb_event:
+        yield ended
+        cb_event.on_end(payload={EventPayload.NODES: out[0] if out else []})
+    dispatcher.event(ReRankEndEvent(nodes=out[0] if out else []))

@@ -2,9 +2,13 @@
 
 A drop-in for ``RetrieverQueryEngine``: ``query``/``aquery`` return a ``Response`` whose
 ``source_nodes`` are the evidence pages and whose ``metadata["docmemo"]`` is the round-by-round
-trace; ``retrieve``/``synthesize`` let it sit under routers and tools. The loop itself lives in
-:mod:`llama_index_docmemo.loop`; this module wires LlamaIndex conventions around it: ``Settings``,
-prompts (``get_prompts``/``update_prompts``), streaming, callbacks.
+trace; ``retrieve``/``synthesize`` let it sit under routers and tools. Like LlamaIndex's
+``RetrieverQueryEngine`` it is composed of named parts, held by one
+:class:`~llama_index_docmemo.loop.DocMemoRunner` (store, encoder, config, reader, reranker,
+crops, executors): :meth:`DocMemoQueryEngine.from_defaults` builds it, the retriever is a view
+of its round 1, and the loop (:mod:`llama_index_docmemo.loop`) runs every query over it. This
+module wires LlamaIndex conventions around it: ``Settings``, prompts
+(``get_prompts``/``update_prompts``), streaming, callbacks.
 """
 
 from __future__ import annotations
@@ -46,10 +50,12 @@ from llama_index_docmemo.llms.wire import (
     remaining,
 )
 from llama_index_docmemo.loop import (
-    DocMemoLoop,
     DocMemoResult,
+    DocMemoRunner,
+    arun_query,
     clean_question,
     crop_view,
+    run_query,
 )
 from llama_index_docmemo.nodes import is_page, node_ref
 from llama_index_docmemo.paths import default_cache_dir
@@ -145,7 +151,8 @@ class DocMemoQueryEngine(BaseQueryEngine):
     """Answers a question by up to T rounds of select -> read -> update, stopping early.
 
     Args:
-        retriever: the store, encoder, config, scope and reranker (selection step).
+        retriever: the runner's round 1 (store, encoder, config, reranker, executors) and the
+            caller's scope; the engine's runner is the same with the reader and crops.
         reasoner: reads the pages and labels them (VLM/LLM reader, offline, or simulated).
         crop_postprocessor: adds table/figure crops of the pages read (adaptive granularity).
         llm: writes the streamed final answer when ``streaming`` is on (without one, the
@@ -169,17 +176,41 @@ class DocMemoQueryEngine(BaseQueryEngine):
     ) -> None:
         super().__init__(callback_manager=callback_manager or retriever.callback_manager)
         self.retriever = retriever
-        self.reasoner = reasoner
-        self.crop_postprocessor = crop_postprocessor
         self.llm = llm
         self.streaming = streaming
-        self.evidence_images = evidence_images
-        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.answer_prompt: BasePromptTemplate = answer_prompt or ANSWER_PROMPT
+        self.runner: DocMemoRunner = retriever.runner.with_parts(
+            reader=reasoner,
+            crops=crop_postprocessor,
+            callback_manager=self.callback_manager,
+            evidence_images=evidence_images,
+            cache_dir=Path(cache_dir) if cache_dir else default_cache_dir(),
+            reserved_llm_calls=1 if streaming else 0,
+            round_events=True,
+        )
 
+    # -- the runner's parts, by the names the engine takes -------------------------------------
     @property
     def config(self) -> DocMemoConfig:
-        return self.retriever.config
+        return self.runner.config
+
+    @property
+    def reasoner(self) -> Reasoner:
+        assert self.runner.reader is not None
+        return self.runner.reader
+
+    @property
+    def crop_postprocessor(self) -> BaseNodePostprocessor | None:
+        return self.runner.crops
+
+    @property
+    def evidence_images(self) -> bool:
+        return self.runner.evidence_images
+
+    @property
+    def cache_dir(self) -> Path:
+        assert self.runner.cache_dir is not None
+        return self.runner.cache_dir
 
     @classmethod
     def from_defaults(
@@ -287,15 +318,10 @@ class DocMemoQueryEngine(BaseQueryEngine):
                 cache_dir=cache_dir,
             )
         callbacks = callback_manager or Settings.callback_manager
-        retriever = DocMemoRetriever(
-            store,
-            encoder,
-            config=config,
-            page_filter=page_filter,
-            reranker=reranker,
-            callback_manager=callbacks,
-            cpu_executor=cpu_executor,
+        runner = DocMemoRunner.build(
+            store, encoder, config, reranker=reranker, callback_manager=callbacks, cpu=cpu_executor
         )
+        retriever = DocMemoRetriever.over(runner, page_filter)
         return cls(
             retriever,
             reasoner,
@@ -318,32 +344,21 @@ class DocMemoQueryEngine(BaseQueryEngine):
         modules: PromptMixinType = {}
         if isinstance(self.reasoner, PromptMixin):
             modules["reader"] = self.reasoner
-        if isinstance(self.retriever.reranker, PromptMixin):
-            modules["reranker"] = self.retriever.reranker
+        if isinstance(self.runner.reranker, PromptMixin):
+            modules["reranker"] = self.runner.reranker
         return modules
 
     # -- the loop -----------------------------------------------------------------------------
-    def loop(self, question: str, page_filter: ScopeLike = None) -> DocMemoLoop:
-        """A fresh loop for one question (its state is never shared); ``page_filter`` narrows
-        the engine's scope (it never widens it: see :meth:`~llama_index_docmemo.store.scope.PageFilter.narrow`)."""
-        parts = self.retriever.loop_parts(
-            reader=self.reasoner,
-            crops=self.crop_postprocessor,
-            callback_manager=self.callback_manager,
-            evidence_images=self.evidence_images,
-            cache_dir=self.cache_dir,
-            reserved_llm_calls=1 if self.streaming else 0,
-            round_events=True,
-        )
-        return DocMemoLoop(parts, question, self.retriever.page_filter.narrow(page_filter))
-
     def run(self, question: str, page_filter: ScopeLike = None) -> DocMemoResult:
-        """Run the loop for one question (synchronously)."""
-        return self.loop(question, page_filter).run()
+        """Run the loop for one question (synchronously) over the engine's runner, in a fresh
+        state (never shared); ``page_filter`` narrows the engine's scope (it never widens it:
+        see :meth:`~llama_index_docmemo.store.scope.PageFilter.narrow`)."""
+        return run_query(self.runner, question, self.retriever.page_filter.narrow(page_filter))
 
     async def arun(self, question: str, page_filter: ScopeLike = None) -> DocMemoResult:
         """Async :meth:`run`: store search, reranker, crops and reader are awaited."""
-        return await self.loop(question, page_filter).arun()
+        scope = self.retriever.page_filter.narrow(page_filter)
+        return await arun_query(self.runner, question, scope)
 
     # -- BaseQueryEngine hooks ----------------------------------------------------------------
     @dispatcher.span

@@ -1,9 +1,9 @@
-"""DocMemoRetriever: a thin ``BaseRetriever`` over the loop's selection step.
+"""DocMemoRetriever: a thin ``BaseRetriever``, a view of round 1 over the engine's runner.
 
-``retrieve()`` starts a fresh :class:`~llama_index_docmemo.loop.DocMemoLoop` for the query and
-returns the pages its first round selects (``similarity_top_k`` of them). It also holds what
-every query of an engine shares (store, encoder, config, scope, reranker, the levers' reference
-graphs); the query engine runs the full loop from it.
+``retrieve()`` runs the first round of a fresh query (:func:`~llama_index_docmemo.loop.first_round`)
+over its :class:`~llama_index_docmemo.loop.DocMemoRunner` and returns the pages it selects
+(``similarity_top_k`` of them). The runner owns the parts (store, encoder, config, reranker,
+levers, executors); the retriever adds the caller's scope.
 """
 
 from __future__ import annotations
@@ -11,18 +11,16 @@ from __future__ import annotations
 import logging
 from concurrent.futures import Executor
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_index_docmemo.blocking import blocking_pool, cpu_executor
+from llama_index_docmemo.blocking import cpu_executor
 from llama_index_docmemo.config import DocMemoConfig
-from llama_index_docmemo.errors import StoreError
-from llama_index_docmemo.levers.rounds import RoundLevers
-from llama_index_docmemo.loop import DocMemoLoop, LoopParts
-from llama_index_docmemo.loop.reading import selected_nodes
+from llama_index_docmemo.loop.query import first_round
+from llama_index_docmemo.loop.runner import DocMemoRunner
 from llama_index_docmemo.step_runtime import arun, run
 from llama_index_docmemo.store.scope import PageFilter, ScopeLike, caller, has_key
 
@@ -30,6 +28,7 @@ if TYPE_CHECKING:
     from llama_index.core.postprocessor.types import BaseNodePostprocessor
 
     from llama_index_docmemo.encoders.base import PageEncoder
+    from llama_index_docmemo.levers.rounds import RoundLevers
     from llama_index_docmemo.store.base import PageStore
 
 __all__ = ["DocMemoRetriever", "ScopeLike"]
@@ -38,17 +37,6 @@ logger = logging.getLogger(__name__)
 
 MAX_TOP_K = 1000
 """The most pages ``retrieve`` returns: the most candidates a round may search."""
-
-
-def _first_round_config(config: DocMemoConfig, top_k: int | None) -> DocMemoConfig:
-    """What ``retrieve`` runs: one round choosing ``top_k`` pages among at least as many
-    candidates. It reads nothing, so ``top_k`` is not bound by the reading cap of
-    ``pages_per_round`` (50 pages a reader is shown at once)."""
-    if top_k is None:
-        return config
-    wider = config.updated(candidates=max(config.selection.candidates, top_k))
-    loop = wider.loop.model_copy(update={"pages_per_round": top_k})
-    return wider.model_copy(update={"loop": loop})
 
 
 def warn_unknown_keys(store: PageStore, scope: PageFilter) -> list[str]:
@@ -98,59 +86,76 @@ class DocMemoRetriever(BaseRetriever):
         cpu_executor: Executor | None = None,
     ) -> None:
         super().__init__(callback_manager=callback_manager, verbose=verbose)
-        if getattr(store, "encoder_name", encoder.name) != encoder.name:
-            raise StoreError(
-                f"the store was built with encoder {store.encoder_name!r}, "
-                f"but the retriever was given {encoder.name!r}"
-            )
+        config = config or DocMemoConfig()
+        runner = DocMemoRunner.build(
+            store,
+            encoder,
+            config,
+            reranker=reranker,
+            callback_manager=self.callback_manager,
+            cpu=cpu_executor,
+        )
+        self._view(runner, page_filter, similarity_top_k)
+
+    @classmethod
+    def over(
+        cls,
+        runner: DocMemoRunner,
+        page_filter: ScopeLike = None,
+        similarity_top_k: int | None = None,
+        verbose: bool = False,
+    ) -> DocMemoRetriever:
+        """A retriever over ``runner``'s parts (no parts of its own: the levers' caches are the
+        runner's), scoped to ``page_filter``."""
+        retriever = cls.__new__(cls)
+        BaseRetriever.__init__(retriever, callback_manager=runner.callback_manager, verbose=verbose)
+        retriever._view(runner, page_filter, similarity_top_k)
+        return retriever
+
+    def _view(
+        self, runner: DocMemoRunner, page_filter: ScopeLike, similarity_top_k: int | None
+    ) -> None:
         if similarity_top_k is not None and not 1 <= similarity_top_k <= MAX_TOP_K:
             raise ValueError(f"similarity_top_k must be in 1..{MAX_TOP_K}, got {similarity_top_k}")
-        self.store = store
-        self.encoder = encoder
-        self.config = config or DocMemoConfig()
+        self.runner = runner
         self.page_filter = caller(page_filter)
-        warn_unknown_keys(store, self.page_filter)
-        self.reranker = reranker
+        warn_unknown_keys(runner.store, self.page_filter)
         self.similarity_top_k = similarity_top_k
-        self._retrieve_config = _first_round_config(self.config, similarity_top_k)
-        self.levers = RoundLevers(store, encoder, self.config.levers, self.config.selection)
-        self.cpu_executor = cpu_executor
-        wider = self._retrieve_config.selection
-        self._retrieve_levers = (  # retrieve()'s candidates: at least similarity_top_k
-            self.levers
-            if wider == self.config.selection
-            else RoundLevers(store, encoder, self.config.levers, wider)
-        )
+        self._round1 = runner.first_round(similarity_top_k)
 
-    def loop_parts(self, **overrides: Any) -> LoopParts:
-        """The shared components of a loop over this retriever's store (``overrides`` add a
-        reader, crops, callbacks...)."""
-        parts = LoopParts(
-            store=self.store,
-            encoder=self.encoder,
-            config=self.config,
-            levers=self.levers,
-            reranker=self.reranker,
-            callback_manager=self.callback_manager,
-            round_events=False,  # BaseRetriever.retrieve fires them itself
-            cpu=self.cpu_executor,
-            calls=blocking_pool(),  # asked each query: a forked worker gets its own
-        )
-        return replace(parts, **overrides)
+    # -- the runner's parts, by the names a LlamaIndex retriever has --------------------------
+    @property
+    def store(self) -> PageStore:
+        return self.runner.store
 
-    def _first_round(self, question: str) -> DocMemoLoop:
-        parts = self.loop_parts(config=self._retrieve_config, levers=self._retrieve_levers)
-        return DocMemoLoop(parts, question, self.page_filter)
+    @property
+    def encoder(self) -> PageEncoder:
+        return self.runner.encoder
+
+    @property
+    def config(self) -> DocMemoConfig:
+        return self.runner.config
+
+    @property
+    def reranker(self) -> BaseNodePostprocessor | None:
+        return self.runner.reranker
+
+    @property
+    def levers(self) -> RoundLevers:
+        return self.runner.levers
+
+    @property
+    def cpu_executor(self) -> Executor | None:
+        return self.runner.cpu
 
     # -- BaseRetriever hooks ------------------------------------------------------------------
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        loop = self._first_round(query_bundle.query_str)
-        return selected_nodes(loop.snapshot(), run(loop.select()))
+        return run(first_round(self._round1, query_bundle.query_str, self.page_filter))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        loop = self._first_round(query_bundle.query_str)
-        with cpu_executor(self.cpu_executor):
-            return selected_nodes(loop.snapshot(), await arun(loop.select()))
+        with cpu_executor(self.runner.cpu):
+            steps = first_round(self._round1, query_bundle.query_str, self.page_filter)
+            return await arun(steps)
 
     def __repr__(self) -> str:
         return f"DocMemoRetriever(encoder={self.encoder.name!r}, config={self.config!r})"

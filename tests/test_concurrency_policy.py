@@ -49,9 +49,9 @@ def test_retrievers_borrow_the_process_pools(tmp_path: Path) -> None:
     encoder = BagOfWordsEncoder()
     with EdgePageStore(tmp_path / "s", encoder_name=encoder.name, dim=encoder.dim) as store:
         first, second = DocMemoRetriever(store, encoder), DocMemoRetriever(store, encoder)
-        parts = [first.loop_parts(), second.loop_parts()]
-    assert all(p.calls is blocking_pool() for p in parts)  # the sync driver's deadline calls
-    assert all(p.cpu is None for p in parts)  # None: the process's CPU thread
+        runners = [first.runner, second.runner]
+    assert all(r.calls is blocking_pool() for r in runners)  # the sync driver's deadline calls
+    assert all(r.cpu is None for r in runners)  # None: the process's CPU thread
 
 
 def test_embedded_stores_share_the_one_cpu_thread(tmp_path: Path) -> None:

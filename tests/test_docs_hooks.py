@@ -68,7 +68,7 @@ def test_the_api_page_lists_every_public_name_under_a_section() -> None:
             "DocMemoQueryEngine",
             "DocMemoRetriever",
             "DocMemoResult",
-            "DocMemoLoop",
+            "DocMemoRunner",
             "QueryTrace",
         ],
     )

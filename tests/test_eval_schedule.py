@@ -18,7 +18,7 @@ from llama_index_docmemo.evaluation.datasets import EvalDataset, load_dataset
 from llama_index_docmemo.evaluation.runner import run_evaluation
 from llama_index_docmemo.evaluation.simulated import SimulatedReasoner
 from llama_index_docmemo.evaluation.stopping import StopRule
-from llama_index_docmemo.loop.trust import gives_up, trusts_answer
+from llama_index_docmemo.loop.state import gives_up, trusts_answer
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
 from llama_index_docmemo.store import PageStore
 from llama_index_docmemo.types import PageRef

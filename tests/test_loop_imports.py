@@ -1,4 +1,5 @@
-"""No import circle inside ``loop/``: the reading and result code get a snapshot, never the loop.
+"""No import circle inside ``loop/``: the rules, the reading and the result code get the state
+(a value) and the runner, never the rounds.
 
 Every import counts, the ones under ``TYPE_CHECKING`` and inside functions too: a circle hidden
 from the interpreter is still a circle for a reader (and for the next refactoring).
@@ -79,14 +80,14 @@ def test_no_import_circle_inside_loop() -> None:
     graph = import_graph(LOOP_DIR)
     # the walk sees the real edges (a walk that found nothing would pass vacuously)
     assert f"{PACKAGE}.reading" in graph[f"{PACKAGE}.query"]
-    assert f"{PACKAGE}.snapshot" in graph[f"{PACKAGE}.result"]
+    assert f"{PACKAGE}.state" in graph[f"{PACKAGE}.result"]
     cycle = find_cycle(graph)
     assert cycle is None, "import circle in loop/: " + " -> ".join(cycle or [])
 
 
 def test_reading_and_result_never_import_the_loop() -> None:
     graph = import_graph(LOOP_DIR)
-    for module in ("reading", "result", "snapshot"):
+    for module in ("reading", "result", "citing", "state", "documents", "runner"):
         assert f"{PACKAGE}.query" not in graph[f"{PACKAGE}.{module}"], module
         assert PACKAGE not in graph[f"{PACKAGE}.{module}"], module
 
@@ -96,7 +97,7 @@ def test_the_walk_finds_circles_hidden_under_type_checking(tmp_path: Path) -> No
     (tmp_path / "reading.py").write_text(
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n"
-        "    from llama_index_docmemo.loop.query import DocMemoLoop\n"
+        "    from llama_index_docmemo.loop.query import query_steps\n"
     )
     graph = {
         _module_name(p): _imported(ast.parse(p.read_text()), _module_name(p), False)

@@ -15,8 +15,11 @@ from stores_docmemo import StoreMaker, add_document
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.events import DocMemoRoundEndEvent, DocMemoRoundStartEvent
+from llama_index_docmemo.loop.query import QueryIO, answer, rounds
+from llama_index_docmemo.loop.state import start
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
 from llama_index_docmemo.reasoning.base import Feedback, Reasoner, ReasoningInput
+from llama_index_docmemo.step_runtime import run
 from llama_index_docmemo.store import PageStore
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.trace import QueryTrace
@@ -155,7 +158,7 @@ def test_unanswerable_is_not_accepted_after_one_round(store) -> None:
 
 
 def test_deadline_stops_between_steps(store, monkeypatch) -> None:
-    import llama_index_docmemo.loop.query_clock as clock_module
+    import llama_index_docmemo.loop.query as clock_module
 
     now = [0.0]
     monkeypatch.setattr(clock_module, "_clock", lambda: now[0])
@@ -177,7 +180,7 @@ def test_llm_requests_share_the_query_deadline(store, monkeypatch) -> None:
     by it ends the query as "deadline" with what was found, any other LLM failure propagates."""
     import time
 
-    import llama_index_docmemo.loop.query_clock as clock_module
+    import llama_index_docmemo.loop.query as clock_module
     from llama_index_docmemo.errors import LLMError
     from llama_index_docmemo.llms.wire import deadline_at
 
@@ -242,8 +245,10 @@ def test_per_query_state_holds_only_what_the_query_touched(open_store) -> None:
     asked: list[PageFilter | None] = []
     list_documents = store.list_documents
     store.list_documents = lambda scope=None: asked.append(scope) or list_documents(scope)
-    loop = engine.loop(QUESTION)
-    result = loop.run()
+    io = QueryIO.of(engine.runner)
+    first = start(QUESTION, engine.retriever.page_filter, engine.config)
+    loop = run(rounds(engine.runner, first, io))
+    result = run(answer(engine.runner, loop, io))
     # schemas only of documents among the search's hits, each fetched once, never the scope's
     candidate_docs = {c.doc for r in result.trace.rounds for c in r.candidates}
     requested = [d for scope in asked for d in scope.doc_ids]
@@ -398,3 +403,19 @@ def test_streaming_without_an_llm_streams_the_loops_answer_in_one_chunk(store) -
     response = engine.query(QUESTION)
     chunks = list(response.response_gen)
     assert len(chunks) == 1 and chunks[0] == response.metadata["docmemo"]["answer"]
+
+
+def test_the_engine_owns_one_runner_and_its_retriever_is_round_one_over_it(store) -> None:
+    """``from_defaults`` builds one runner: the engine's adds the reader to the retriever's,
+    every other part (store, encoder, config, levers and their caches, reranker) is the same
+    object, and ``retrieve`` returns what the engine's own round 1 selects."""
+    engine = engine_for(store, GoldReasoner(GOLD))
+    view, runner = engine.retriever.runner, engine.runner
+    assert runner.reader is engine.reasoner and view.reader is None
+    for part in ("store", "encoder", "config", "levers", "reranker", "cpu"):
+        assert getattr(runner, part) is getattr(view, part), part
+    nodes = engine.retriever.retrieve(QUESTION)
+    first = engine.run(QUESTION).trace.rounds[0]
+    assert [(n.node.metadata["doc_id"], n.node.metadata["page"]) for n in nodes] == [
+        (s.doc, s.page) for s in first.selected
+    ]

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from llama_index_docmemo.config import BudgetSettings, LoopSettings
-from llama_index_docmemo.loop.trust import RoundOutcome, stop_reason
+from llama_index_docmemo.loop.state import RoundOutcome, stop_reason
 
 GO_ON = RoundOutcome(round=1, shown=5, status="need_more", useful_so_far=0, pages_read=5)
 LOOP = LoopSettings(rounds=3)

@@ -42,7 +42,7 @@ from llama_index_docmemo.levers.document_stage import (
     hit_scores,
 )
 from llama_index_docmemo.levers.rounds import QuerySearches, RoundLevers
-from llama_index_docmemo.loop.trust import RoundOutcome, stop_reason
+from llama_index_docmemo.loop.state import RoundOutcome, stop_reason
 from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
 from llama_index_docmemo.step_runtime import run as run_steps
 from llama_index_docmemo.store.base import PageStore
@@ -294,7 +294,7 @@ class RankingEngine(EvalEngine):
 
     ``static@K`` is one round of K pages; ``static-paged`` and ``neighbours`` read DocMemo's
     round sizes (``round_pages``) and stop by DocMemo's own policy,
-    :func:`~llama_index_docmemo.loop.trust.stop_reason`: a trusted "answered", "unanswerable"
+    :func:`~llama_index_docmemo.loop.state.stop_reason`: a trusted "answered", "unanswerable"
     once ``min_rounds_before_unanswerable`` rounds (or the whole document) were read, nothing
     found after ``give_up_after_pages`` pages, or the last round.
     """

@@ -1,22 +1,36 @@
-"""The DocMemo loop: one query's state and stop policy (``query.py``, read top to bottom), what
-an engine's queries share (``parts.py``), LlamaIndex's events around a round
-(``instrumentation.py``), what a round shows the reader (``reading.py``) and the result a query
-returns (``result.py``), both from the typed, frozen state the loop hands them (``snapshot.py``).
-Each step is written once, as steps; ``step_runtime.run`` / ``step_runtime.arun`` drive it with
-sync or async I/O."""
+"""The DocMemo loop, in rooms: the engine's named parts (``runner.py``); a query's state as a
+value and the pure rules that advance it (``state.py``: choose, apply, the stop policy); the
+document layer over a collection (``documents.py``); the rounds' I/O between those rules
+(``query.py``, read top to bottom); what a round shows the reader (``reading.py``) and the
+result a query returns (``result.py``, ``citing.py``). Each step is written once, as steps;
+``step_runtime.run`` / ``step_runtime.arun`` drive it with sync or async I/O."""
 
-from llama_index_docmemo.loop.parts import LoopParts, clean_question
-from llama_index_docmemo.loop.query import DocMemoLoop
-from llama_index_docmemo.loop.result import NOT_ANSWERABLE, DocMemoResult, crop_view
-from llama_index_docmemo.loop.snapshot import QuerySnapshot, RoundSelection
+from llama_index_docmemo.loop.query import arun_query, first_round, query_steps, run_query
+from llama_index_docmemo.loop.result import DocMemoResult, crop_view
+from llama_index_docmemo.loop.runner import DocMemoRunner
+from llama_index_docmemo.loop.state import (
+    NOT_ANSWERABLE,
+    QueryState,
+    RoundSelection,
+    apply,
+    choose,
+    clean_question,
+    stop_reason,
+)
 
 __all__ = [
     "NOT_ANSWERABLE",
-    "DocMemoLoop",
     "DocMemoResult",
-    "LoopParts",
-    "QuerySnapshot",
+    "DocMemoRunner",
+    "QueryState",
     "RoundSelection",
+    "apply",
+    "arun_query",
+    "choose",
     "clean_question",
     "crop_view",
+    "first_round",
+    "query_steps",
+    "run_query",
+    "stop_reason",
 ]

@@ -30,7 +30,8 @@ from llama_index_docmemo.step_runtime import Steps, cpu_call
 from llama_index_docmemo.types import EvidenceNote, PageRef
 
 if TYPE_CHECKING:
-    from llama_index_docmemo.loop.snapshot import QuerySnapshot
+    from llama_index_docmemo.config import DocMemoConfig
+    from llama_index_docmemo.loop.state import QueryState
 
 ABSTAINS_FROM = ("answered", "need_more")
 """Statuses the abstention rule applies to: an answer, and the best guess of a loop that ran out
@@ -54,7 +55,7 @@ class CitedAnswer:
     abstained: str | None = None
 
 
-def page_texts(state: QuerySnapshot) -> list[PageText]:
+def page_texts(state: QueryState) -> list[PageText]:
     """Every page read, with its text and the text of its crops."""
     crops: dict[PageRef, list[CropText]] = {}
     for node in state.crops:
@@ -107,7 +108,8 @@ def boxed_citations(
 
 
 def cited_answer(
-    state: QuerySnapshot,
+    state: QueryState,
+    config: DocMemoConfig,
     status: str,
     answer: str,
     evidence: Sequence[PageRef],
@@ -125,11 +127,11 @@ def cited_answer(
         list(evidence),
         status == "answered",
         sources,
-        OCR_BOX_PAGES if state.config.answer.ocr_boxes else 0,
+        OCR_BOX_PAGES if config.answer.ocr_boxes else 0,
     )
     if status not in ABSTAINS_FROM:
         return CitedAnswer(status, answer, citations)
-    settings = state.config.answer
+    settings = config.answer
     reason = abstention_reason(
         settings.abstain, citations, evidence, beliefs, settings.abstain_min_belief
     )

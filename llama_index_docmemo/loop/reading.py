@@ -1,5 +1,6 @@
 """What a round shows: the reader's input (pages, crops, memories), the selected pages as nodes,
-and the rerank stage that reorders them (any node postprocessor)."""
+and the rerank stage that reorders them (any node postprocessor). Each function reads the
+query's state (a value, ``state.py``) and the runner's settings; none changes either."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ from typing import TYPE_CHECKING
 
 from llama_index.core.schema import NodeWithScore
 
-from llama_index_docmemo.events import LLMCallTally, counting_llm_calls
-from llama_index_docmemo.loop.instrumentation import rerank_events
+from llama_index_docmemo.events import LLMCallTally, counting_llm_calls, rerank_events
 from llama_index_docmemo.loop.result import crop_view, page_image
 from llama_index_docmemo.nodes import PageWithScore, node_ref, page_node
 from llama_index_docmemo.reasoning.base import PageView, ReasoningInput
@@ -23,7 +23,9 @@ if TYPE_CHECKING:
     from llama_index.core.schema import BaseNode
     from PIL.Image import Image
 
-    from llama_index_docmemo.loop.snapshot import QuerySnapshot, RoundSelection
+    from llama_index_docmemo.config import DocMemoConfig
+    from llama_index_docmemo.loop.runner import DocMemoRunner
+    from llama_index_docmemo.loop.state import QueryState, RoundSelection
 
 
 def _render(source: str, page: int) -> Image:
@@ -33,10 +35,10 @@ def _render(source: str, page: int) -> Image:
     return render_page(source, page, 1500)
 
 
-def page_view(state: QuerySnapshot, record: PageRecord) -> PageView:
+def page_view(state: QueryState, runner: DocMemoRunner, record: PageRecord) -> PageView:
     """A page as the reader sees it (its image cached in the engine's folder, when it has one)."""
-    use_schema = state.config.loop.use_schema
-    cache = state.cache_dir
+    use_schema = runner.config.loop.use_schema
+    cache = runner.cache_dir
     return PageView(
         ref=record.ref,
         text=record.text,
@@ -47,32 +49,41 @@ def page_view(state: QuerySnapshot, record: PageRecord) -> PageView:
     )
 
 
-def node_of(state: QuerySnapshot, record: PageRecord) -> BaseNode:
-    summary = state.schema.summary_of(record.ref) if state.config.loop.use_schema else ""
+def node_of(state: QueryState, config: DocMemoConfig, record: PageRecord) -> BaseNode:
+    summary = state.schema.summary_of(record.ref) if config.loop.use_schema else ""
     return page_node(record, summary=summary)
 
 
-def selected_nodes(state: QuerySnapshot, selection: RoundSelection) -> list[NodeWithScore]:
+def selected_nodes(
+    state: QueryState, config: DocMemoConfig, selection: RoundSelection
+) -> list[NodeWithScore]:
     """The round's selected pages as scored nodes."""
     return [
-        PageWithScore(node=node_of(state, record), score=score)
+        PageWithScore(node=node_of(state, config, record), score=score)
         for record, score in zip(selection.pages, selection.scores, strict=True)
     ]
 
 
 def reading_input(
-    state: QuerySnapshot, selection: RoundSelection, crops: list[NodeWithScore]
+    state: QueryState,
+    runner: DocMemoRunner,
+    selection: RoundSelection,
+    crops: list[NodeWithScore],
+    calls: int,
 ) -> ReasoningInput:
-    """Everything a round shows the reader (the memories only where they are switched on)."""
-    settings, cap = state.config.loop, state.config.budget.max_llm_calls
+    """Everything a round shows the reader (the memories only where they are switched on);
+    ``calls``: the LLM calls of the query so far, this round's reranking included, so a
+    reading told it is the last one is the last one."""
+    config = runner.config
+    settings, cap = config.loop, config.budget.max_llm_calls
     final = selection.round >= settings.effective_rounds or (
-        cap is not None and state.llm_calls + 1 >= cap - state.reserved_llm_calls
+        cap is not None and calls + 1 >= cap - runner.reserved_llm_calls
     )
     episodic = state.episodic
     return ReasoningInput(
         question=state.question,
         query=selection.query,
-        pages=[page_view(state, r) for r in selection.pages],
+        pages=[page_view(state, runner, r) for r in selection.pages],
         crops=[crop_view(n) for n in crops],
         evidence=episodic.evidence if settings.use_episodic else [],
         missing=episodic.missing if settings.use_episodic else [],
@@ -92,7 +103,8 @@ def rerank_can_change(chosen: Sequence[PageRef], k: int) -> bool:
 
 
 def rerank_stage(
-    state: QuerySnapshot,
+    state: QueryState,
+    config: DocMemoConfig,
     reranker: BaseNodePostprocessor,
     query: str,
     chosen: list[PageRef],
@@ -106,7 +118,9 @@ def rerank_stage(
     from llama_index_docmemo.postprocessors.rerank import RoundQueryBundle
 
     nodes = [
-        PageWithScore(node=node_of(state, state.records[r]), score=state.last_scores.get(r, 0.0))
+        PageWithScore(
+            node=node_of(state, config, state.records[r]), score=state.last_scores.get(r, 0.0)
+        )
         for r in chosen
         if r in state.records
     ]

@@ -34,12 +34,11 @@ from llama_index_docmemo.types import Feedback, PageRecord, PageRef
 
 if TYPE_CHECKING:
     from llama_index_docmemo.events import LLMCallTally
-    from llama_index_docmemo.loop.snapshot import QuerySnapshot, RoundSelection
+    from llama_index_docmemo.loop.runner import DocMemoRunner
+    from llama_index_docmemo.loop.state import QueryState, RoundSelection
     from llama_index_docmemo.memory.belief import PageBeliefMemory
 
 logger = logging.getLogger(__name__)
-
-NOT_ANSWERABLE = "Not answerable: the pages read do not contain this information."
 
 PAGE_IMAGE_SIDE = 1500
 """Long side of the page images shown to a reader and attached to evidence nodes."""
@@ -106,23 +105,26 @@ def evidence_refs(
     return [r for r in dict.fromkeys([*useful, *cited]) if r in read]
 
 
-def build_result(state: QuerySnapshot, status: str, answer: str) -> Steps[DocMemoResult]:
+def build_result(
+    state: QueryState, runner: DocMemoRunner, status: str, answer: str, seconds: float
+) -> Steps[DocMemoResult]:
     """The answer, the evidence nodes (with their page images when asked for) and the trace of
-    a finished query (``state``, with its verdict): built here and only here."""
+    a finished query (``state``, with its verdict, after ``seconds``): built here and only
+    here."""
     episodic = state.episodic
     cited = [n.page for n in episodic.evidence]
     refs = evidence_refs(episodic.useful_pages, cited, state.read)
     records = [state.records[r] for r in refs if r in state.records]
     images: dict[PageRef, Path | None] = {}
-    cache = state.cache_dir
-    if state.evidence_images and cache is not None and records:
+    cache = runner.cache_dir
+    if runner.evidence_images and cache is not None and records:
         files = yield from page_image_files([page_image(r, cache) for r in records])
         images = {r.ref: path for r, path in zip(records, files, strict=True)}
     beliefs = state.beliefs
     belief_of = {
         ref: float(beliefs.mean([ref])[0]) if ref in beliefs else 0.5 for ref in state.read
     }
-    cited = yield from cited_answer(state, status, answer, refs, belief_of)
+    cited = yield from cited_answer(state, runner.config, status, answer, refs, belief_of)
     status, answer = cited.status, cited.answer
     evidence = sorted(
         (
@@ -136,11 +138,11 @@ def build_result(state: QuerySnapshot, status: str, answer: str) -> Steps[DocMem
     )
     useful = set(episodic.useful_pages)
     sources = evidence + [c for c in state.crops if node_ref(c) in useful]
-    cited = mark_sources(cited, sources, state.config.answer.citation_markers)
+    cited = mark_sources(cited, sources, runner.config.answer.citation_markers)
     answer = cited.answer
     if not sources and state.error is not None:  # cut short: what round 1 would have read
         sources = unread_candidates(state)
-    reader = state.reader
+    reader = runner.reader
     decide = getattr(reader, "images_now", None)  # after a refusal a server gets text
     choice = decide() if callable(decide) else None
     trace = QueryTrace(
@@ -166,7 +168,7 @@ def build_result(state: QuerySnapshot, status: str, answer: str) -> Steps[DocMem
         citations=cited.citations,
         abstained=cited.abstained,
         llm_calls=state.llm_calls,
-        seconds=state.seconds,
+        seconds=seconds,
         reader=reader.name if reader is not None else "",
         images=images_shown(state, bool(choice.send) if choice is not None else False),
         images_reason=images_reason(state, choice.reason if choice is not None else ""),
@@ -174,7 +176,7 @@ def build_result(state: QuerySnapshot, status: str, answer: str) -> Steps[DocMem
     return DocMemoResult(answer=answer, status=status, source_nodes=sources, trace=trace)
 
 
-def _fileless(state: QuerySnapshot) -> list[str]:
+def _fileless(state: QueryState) -> list[str]:
     """The documents of the pages read that have no file to render (indexed from text alone)."""
     records = [state.records[r] for r in state.read if r in state.records]
     if not records or any(Path(r.source).is_file() for r in records):
@@ -182,12 +184,12 @@ def _fileless(state: QuerySnapshot) -> list[str]:
     return sorted({r.doc_id for r in records})
 
 
-def images_shown(state: QuerySnapshot, chosen: bool) -> bool:
+def images_shown(state: QueryState, chosen: bool) -> bool:
     """Whether the reader was shown page images: chosen, and a page read had a file."""
     return chosen and not _fileless(state)
 
 
-def images_reason(state: QuerySnapshot, chosen: str) -> str:
+def images_reason(state: QueryState, chosen: str) -> str:
     """Why (not) images: the reader's choice, or the pages read having no file."""
     fileless = _fileless(state)
     if not fileless:
@@ -198,7 +200,7 @@ def images_reason(state: QuerySnapshot, chosen: str) -> str:
     )
 
 
-def unread_candidates(state: QuerySnapshot) -> list[NodeWithScore]:
+def unread_candidates(state: QueryState) -> list[NodeWithScore]:
     """Round 1's chosen pages, best first, marked ``unread`` in their metadata: what a query
     cut by its deadline or its LLM's failure before any evidence still gives an app to show."""
     if not state.rounds:

@@ -52,6 +52,13 @@ class PageBeliefMemory:
             raise ValueError(f"document {doc_id!r} has a negative page count")
         self._sizes[doc_id] = n_pages
 
+    def copy(self) -> PageBeliefMemory:
+        """An independent copy (a query's state is a value: its rules change copies)."""
+        other = PageBeliefMemory(prior_alpha=self._prior[0], prior_beta=self._prior[1])
+        other._sizes = dict(self._sizes)
+        other._state = dict(self._state)
+        return other
+
     def __len__(self) -> int:
         """Pages with a belief of their own (the others hold the prior)."""
         return len(self._state)

@@ -35,6 +35,12 @@ class DocumentBeliefMemory:
         self.irrelevant_weight = irrelevant_weight
         self._state: dict[str, tuple[float, float]] = {}
 
+    def copy(self) -> DocumentBeliefMemory:
+        """An independent copy (a query's state is a value: its rules change copies)."""
+        other = DocumentBeliefMemory(self.prior_strength, self.irrelevant_weight)
+        other._state = dict(self._state)
+        return other
+
     def __len__(self) -> int:
         return len(self._state)
 

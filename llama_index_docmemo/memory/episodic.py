@@ -32,6 +32,10 @@ class EpisodicMemory:
     ) -> None:
         self.episodes.append(Episode(round_, query, list(pages), feedback))
 
+    def copy(self) -> EpisodicMemory:
+        """An independent copy (the episodes themselves are shared: nothing changes them)."""
+        return EpisodicMemory(self.question, list(self.episodes))
+
     @property
     def queries(self) -> list[str]:
         return [self.question] + [e.query for e in self.episodes if e.query != self.question]

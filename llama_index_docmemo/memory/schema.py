@@ -67,6 +67,10 @@ class SchemaMemory:
     def add(self, schema: DocumentSchema) -> None:
         self._schemas[schema.doc_id] = schema
 
+    def copy(self) -> SchemaMemory:
+        """An independent copy (the schemas themselves are shared: nothing changes them)."""
+        return SchemaMemory(self._schemas.values())
+
     def get(self, doc_id: str) -> DocumentSchema | None:
         return self._schemas.get(doc_id)
 
