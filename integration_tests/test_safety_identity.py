@@ -20,6 +20,7 @@ from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store.layouts import MULTI, POOLED
 from llama_index_docmemo.store.scope import PageFilter, everything
 from llama_index_docmemo.types import FieldMatch, PageRecord, PageRef
+from tests.legacy_layout import legacy_document_point_id
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +30,9 @@ def encoder():
 
 @pytest.fixture
 def quick_cli(monkeypatch: pytest.MonkeyPatch, encoder) -> None:
-    monkeypatch.setattr(cli.options, "encoder", lambda args: encoder)  # one model load for the module
+    monkeypatch.setattr(
+        cli.options, "encoder", lambda args: encoder
+    )  # one model load for the module
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -167,7 +170,9 @@ def legacy_store(path: Path) -> None:
                 )
                 payload = {
                     k: v
-                    for k, v in payloads.page_payload(record, ids.revision(record.doc_version, record.acl)).items()
+                    for k, v in payloads.page_payload(
+                        record, ids.revision(record.doc_version, record.acl)
+                    ).items()
                     if k
                     not in (
                         payloads.REVISION,
@@ -180,7 +185,7 @@ def legacy_store(path: Path) -> None:
                 emb = encoder.encode_query(text)
                 points.append(
                     payloads.PointData(
-                        ids.legacy_document_point_id(f"{doc_id}#{page}"),
+                        legacy_document_point_id(f"{doc_id}#{page}"),
                         {MULTI: emb.multivector, POOLED: emb.pooled},
                         emb.sparse,
                         payload,
@@ -195,7 +200,7 @@ def legacy_store(path: Path) -> None:
                     "acl": acl,
                     "schema": schema.model_dump_json(),
                 }
-                points.append(payloads.PointData(ids.legacy_document_point_id(doc_id), payload=legacy))
+                points.append(payloads.PointData(legacy_document_point_id(doc_id), payload=legacy))
         store._execute(op.Upsert(points))
         meta = payloads.PointData(ids.STORE_POINT_ID, payload=store._meta.payload(layout_version=1))
         store._execute(op.Upsert([meta]))
