@@ -3,7 +3,7 @@
 Runs DocMemo (default configuration, abstention off) on every question of one half of a dataset,
 restricted to the question's document, with the simulated reader (labels from the gold pages,
 fn 0.2, fp 0.05) and with the offline reader, and keeps each answer with its citations and the
-beliefs of the pages read. Every abstention rule of ``config.answer`` (``evidence/abstention.py``)
+beliefs of the pages read. Every abstention rule of ``config.answer`` (``evidence/citations.py``)
 is then applied to the same runs (a rule only reads the finished answer, so one run serves all
 rules and thresholds), and per rule it counts, over the answers the engine shows (status
 "answered", or the best guess of a loop that ran out of rounds, unless it says it found nothing):
@@ -38,8 +38,7 @@ from typing import get_args
 from llama_index_docmemo.evaluation.datasets import SPLITS, QAItem, load_dataset, split_of
 from llama_index_docmemo.evaluation.metrics import answer_correct, is_unanswerable_answer
 from llama_index_docmemo.evaluation.stats import wilson_interval
-from llama_index_docmemo.evidence.abstention import AbstainRule, abstention_reason
-from llama_index_docmemo.evidence.citations import Citation
+from llama_index_docmemo.evidence.citations import AbstainRule, Citation, abstention_reason
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.trace import QueryTrace
 from llama_index_docmemo.types import PageRef
