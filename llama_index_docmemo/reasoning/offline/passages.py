@@ -20,6 +20,8 @@ from llama_index_docmemo.reasoning.offline.question import YEAR, Question
 from llama_index_docmemo.text import keys
 from llama_index_docmemo.types import PageRef
 
+# Units (the module docstring).
+
 NUMERIC_CELL = re.compile(
     r"^[(\-–−+]?\s?(?:[$€£¥])?\s?\d[\d,]*(?:\.\d+)?\s?(?:%|million|bn|m)?\)?$"
 )
@@ -146,6 +148,8 @@ def windows(text: str, size: int = 300) -> list[str]:
     return [*out, cur] if cur else out
 
 
+# Labels (the module docstring).
+
 Label = Literal["useful", "irrelevant", "unknown"]
 
 USEFUL = 0.5  # a unit scoring this much makes its page useful
@@ -212,6 +216,8 @@ def label(ev: PageEval) -> Label:
         return "useful"
     return "unknown"
 
+
+# Passages (the module docstring).
 
 PASSAGES = 3
 NO_ANSWER = "No answer was found in the {n} pages read."
