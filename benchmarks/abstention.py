@@ -69,11 +69,11 @@ def answer_of(item: QAItem, trace: QueryTrace, reader: str) -> Answer | None:
         right = answerable and trace.status == "answered"
     else:
         right = answerable and bool(answer_correct(trace.answer, item.answer, item.answer_format))
-    beliefs = {f"{e.doc}#{e.page}": e.score for e in trace.evidence}
+    beliefs = {f"{e.doc_id}#{e.page}": e.score for e in trace.evidence}
     if trace.rounds:
         for state in trace.rounds[-1].beliefs:
             beliefs.setdefault(
-                f"{state.doc}#{state.page}", state.alpha / (state.alpha + state.beta)
+                f"{state.doc_id}#{state.page}", state.alpha / (state.alpha + state.beta)
             )
     return Answer(
         qid=item.qid,
@@ -81,7 +81,7 @@ def answer_of(item: QAItem, trace: QueryTrace, reader: str) -> Answer | None:
         answerable=answerable,
         right=right,
         citations=[c.model_dump(mode="json") for c in trace.citations],
-        evidence=[(e.doc, e.page) for e in trace.evidence],
+        evidence=[(e.doc_id, e.page) for e in trace.evidence],
         beliefs=beliefs,
     )
 
@@ -152,7 +152,7 @@ def run_reader(reader: str, items: Sequence[QAItem], store, encoder) -> tuple[li
     answers: list[Answer] = []
     for n, item in enumerate(items, start=1):
         simulated.set_question(item.gold, key=item.qid)
-        result = engine.run(item.question, page_filter=PageFilter(doc_ids=(item.doc,)))
+        result = engine.run(item.question, page_filter=PageFilter(doc_ids=(item.doc_id,)))
         answer = answer_of(item, result.trace, reader)
         if answer is not None:
             answers.append(answer)
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     from llama_index_docmemo.evaluation.setup import open_eval_store
 
     dataset = load_dataset(args.data)
-    items = [i for i in dataset if args.split == "all" or split_of(i.doc) == args.split]
+    items = [i for i in dataset if args.split == "all" or split_of(i.doc_id) == args.split]
     items = items[: args.limit] if args.limit else items
     store, encoder = open_eval_store(args.store)
     started = time.perf_counter()

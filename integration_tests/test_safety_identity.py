@@ -58,13 +58,13 @@ def test_cli_keeps_two_tenants_same_named_files_and_scopes_list_and_delete(
     for tenant, figure in (("acme", "12.5"), ("globex", "99.1")):
         code, out, _ = run(["list", "--store", store, "--tenant", tenant, "--json"], capsys)
         rows = json.loads(out)
-        assert [r["doc"] for r in rows] == ["2022/10k.pdf", "2023/10k.pdf", "report.pdf"]
+        assert [r["doc_id"] for r in rows] == ["2022/10k.pdf", "2023/10k.pdf", "report.pdf"]
         assert {r["tenant"] for r in rows} == {tenant}
         assert all(r["source"].startswith(str(tmp_path / tenant)) for r in rows)
         code, out, _ = run(
             ["search", "revenue million", "--store", store, "--tenant", tenant, "--json"], capsys
         )
-        assert json.loads(out)[0]["doc"] == "report.pdf"
+        assert json.loads(out)[0]["doc_id"] == "report.pdf"
         code, out, _ = run(
             ["ask", "What was the revenue?", "--store", store, "--tenant", tenant, "--json"], capsys
         )
@@ -79,7 +79,7 @@ def test_cli_keeps_two_tenants_same_named_files_and_scopes_list_and_delete(
     )
     assert code == 0 and out.splitlines() == ["deleted report.pdf", "deleted 2022/10k.pdf"]
     code, out, _ = run(["list", "--store", store, "--tenant", "acme", "--json"], capsys)
-    assert [r["doc"] for r in json.loads(out)] == ["2023/10k.pdf"]
+    assert [r["doc_id"] for r in json.loads(out)] == ["2023/10k.pdf"]
     code, out, _ = run(["list", "--store", store, "--tenant", "globex", "--json"], capsys)
     assert len(json.loads(out)) == 3, "the other tenant's same-named documents are untouched"
 
@@ -96,7 +96,7 @@ def test_cli_explicit_id_and_root(tmp_path: Path, capsys, quick_cli) -> None:
     )
     assert code == 0
     code, out, _ = run(["list", "--store", store, "--json"], capsys)
-    assert [r["doc"] for r in json.loads(out)] == ["contracts/42", "in/deep/x.pdf"]
+    assert [r["doc_id"] for r in json.loads(out)] == ["contracts/42", "in/deep/x.pdf"]
     code, _, err = run(["index", str(pdf), str(pdf), "--id", "a", "--store", store], capsys)
     assert code == 2 and "--id names one document" in err
 
