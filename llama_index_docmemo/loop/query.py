@@ -475,7 +475,7 @@ class DocMemoLoop:
             query=query,
             lam=lam,
             candidates=[
-                PageScore(doc=h.record.doc_id, page=h.record.page, score=float(s))
+                PageScore(doc_id=h.record.doc_id, page=h.record.page, score=float(s))
                 for h, s in zip(hits, scores, strict=True)
             ],
             pages=records,
@@ -642,7 +642,7 @@ class DocMemoLoop:
         ranked = sorted(state, key=lambda d: (-self.documents.mean(d), d))
         return [
             DocumentBelief(
-                doc=d, alpha=state[d][0], beta=state[d][1], pages=self.allotted.get(d, 0)
+                doc_id=d, alpha=state[d][0], beta=state[d][1], pages=self.allotted.get(d, 0)
             )
             for d in ranked
         ]
