@@ -3,7 +3,7 @@
 Runs DocMemo (default configuration, abstention off) on every question of one half of a dataset,
 restricted to the question's document, with the simulated reader (labels from the gold pages,
 fn 0.2, fp 0.05) and with the offline reader, and keeps each answer with its citations and the
-beliefs of the pages read. Every abstention rule of ``config.answer`` (``evidence/abstention.py``)
+beliefs of the pages read. Every abstention rule of ``config.answer`` (``evidence/citations.py``)
 is then applied to the same runs (a rule only reads the finished answer, so one run serves all
 rules and thresholds), and per rule it counts, over the answers the engine shows (status
 "answered", or the best guess of a loop that ran out of rounds, unless it says it found nothing):
@@ -38,8 +38,7 @@ from typing import get_args
 from llama_index_docmemo.evaluation.datasets import SPLITS, QAItem, load_dataset, split_of
 from llama_index_docmemo.evaluation.metrics import answer_correct, is_unanswerable_answer
 from llama_index_docmemo.evaluation.stats import wilson_interval
-from llama_index_docmemo.evidence.abstention import AbstainRule, abstention_reason
-from llama_index_docmemo.evidence.citations import Citation
+from llama_index_docmemo.evidence.citations import AbstainRule, Citation, abstention_reason
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.trace import QueryTrace
 from llama_index_docmemo.types import PageRef
@@ -70,11 +69,11 @@ def answer_of(item: QAItem, trace: QueryTrace, reader: str) -> Answer | None:
         right = answerable and trace.status == "answered"
     else:
         right = answerable and bool(answer_correct(trace.answer, item.answer, item.answer_format))
-    beliefs = {f"{e.doc}#{e.page}": e.score for e in trace.evidence}
+    beliefs = {f"{e.doc_id}#{e.page}": e.score for e in trace.evidence}
     if trace.rounds:
         for state in trace.rounds[-1].beliefs:
             beliefs.setdefault(
-                f"{state.doc}#{state.page}", state.alpha / (state.alpha + state.beta)
+                f"{state.doc_id}#{state.page}", state.alpha / (state.alpha + state.beta)
             )
     return Answer(
         qid=item.qid,
@@ -82,7 +81,7 @@ def answer_of(item: QAItem, trace: QueryTrace, reader: str) -> Answer | None:
         answerable=answerable,
         right=right,
         citations=[c.model_dump(mode="json") for c in trace.citations],
-        evidence=[(e.doc, e.page) for e in trace.evidence],
+        evidence=[(e.doc_id, e.page) for e in trace.evidence],
         beliefs=beliefs,
     )
 
@@ -153,7 +152,7 @@ def run_reader(reader: str, items: Sequence[QAItem], store, encoder) -> tuple[li
     answers: list[Answer] = []
     for n, item in enumerate(items, start=1):
         simulated.set_question(item.gold, key=item.qid)
-        result = engine.run(item.question, page_filter=PageFilter(doc_ids=(item.doc,)))
+        result = engine.run(item.question, page_filter=PageFilter(doc_ids=(item.doc_id,)))
         answer = answer_of(item, result.trace, reader)
         if answer is not None:
             answers.append(answer)
@@ -199,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     from llama_index_docmemo.evaluation.setup import open_eval_store
 
     dataset = load_dataset(args.data)
-    items = [i for i in dataset if args.split == "all" or split_of(i.doc) == args.split]
+    items = [i for i in dataset if args.split == "all" or split_of(i.doc_id) == args.split]
     items = items[: args.limit] if args.limit else items
     store, encoder = open_eval_store(args.store)
     started = time.perf_counter()

@@ -74,7 +74,7 @@ def run(
     items = [
         item
         for item in dataset
-        if has_visual_boxes(item) and half in ("all", HALVES[split_of(item.doc)])
+        if has_visual_boxes(item) and half in ("all", HALVES[split_of(item.doc_id)])
     ]
     caps = default_caps()
     counts: Counts = {v: defaultdict(lambda: defaultdict(lambda: [0, 0, 0])) for v in variants}
@@ -82,7 +82,7 @@ def run(
     pages_done: dict[str, int] = defaultdict(int)
     by_doc: dict[str, list] = defaultdict(list)
     for item in items:
-        by_doc[item.doc].append(item)
+        by_doc[item.doc_id].append(item)
     n_boxes = 0
     for doc_name, doc_items in sorted(by_doc.items()):
         with pymupdf.open(str(dataset.pdf_path(doc_name))) as doc:
@@ -115,7 +115,7 @@ def run(
                     kept = kept_crops(item.question, [gold.ref], blocks.__getitem__, caps)
                     selected = any(covers(box, gold.bbox) for _, box in kept)
                     sources = [s for s in item.extra["evidence_sources"] if s in VISUAL_SOURCES]
-                    for half in (HALVES[split_of(item.doc)], "all"):
+                    for half in (HALVES[split_of(item.doc_id)], "all"):
                         for group in ("all", *sources):
                             row = counts[variant][half][group]
                             row[0] += 1

@@ -81,7 +81,7 @@ class QuestionOutcome:
     """One question as the offline reader left it, with what the gold says about it."""
 
     qid: str
-    doc: str
+    doc_id: str
     answerable: bool
     answer_format: str | None
     status: str
@@ -98,16 +98,18 @@ class QuestionOutcome:
 
 def outcome_of(item: QAItem, trace: QueryTrace) -> QuestionOutcome:
     """Score one run against its gold answer and gold pages."""
-    read = {(p.doc, p.page) for p in trace.pages_read}
-    useful = {(s.doc, s.page) for rnd in trace.rounds if rnd.feedback for s in rnd.feedback.useful}
-    gold = {(item.doc, p) for p in item.evidence_pages} if item.evidence_valid else set()
+    read = {(p.doc_id, p.page) for p in trace.pages_read}
+    useful = {
+        (s.doc_id, s.page) for rnd in trace.rounds if rnd.feedback for s in rnd.feedback.useful
+    }
+    gold = {(item.doc_id, p) for p in item.evidence_pages} if item.evidence_valid else set()
     gold_read = read & gold
     other_read = read - gold
     answerable = item.answer_format != "None" and bool(item.evidence_pages or item.answer)
     answerable = answerable and item.answer.strip().lower() != "not answerable"
     return QuestionOutcome(
         qid=item.qid,
-        doc=item.doc,
+        doc_id=item.doc_id,
         answerable=answerable,
         answer_format=item.answer_format,
         status=trace.status,
@@ -187,7 +189,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     from llama_index_docmemo.query_engine import DocMemoQueryEngine
 
     dataset = load_dataset(args.data)
-    items = [i for i in dataset if args.split == "all" or split_of(i.doc) == args.split]
+    items = [i for i in dataset if args.split == "all" or split_of(i.doc_id) == args.split]
     if args.limit:
         items = items[: args.limit]
     store, encoder = open_eval_store(args.store)
@@ -203,7 +205,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     started = time.perf_counter()
     try:
         for n, item in enumerate(items, start=1):
-            result = engine.run(item.question, page_filter=PageFilter(doc_ids=(item.doc,)))
+            result = engine.run(item.question, page_filter=PageFilter(doc_ids=(item.doc_id,)))
             outcomes.append(outcome_of(item, result.trace))
             if n % 25 == 0:
                 print(f"{n}/{len(items)} questions", file=sys.stderr, flush=True)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from llama_index_docmemo.evaluation.stats import wilson_interval
+from llama_index_docmemo.trace import FeedbackRecord, QueryTrace
 
 
 @dataclass
@@ -110,7 +111,7 @@ class ReaderRates:
 
 
 def gold_pages(data: Path) -> dict[str, tuple[str, set[int]] | None]:
-    """qid -> (doc, gold pages), or None when the labels are invalid."""
+    """qid -> (doc id, gold pages), or None when the labels are invalid."""
     out: dict[str, tuple[str, set[int]] | None] = {}
     with (data / "qa.jsonl").open(encoding="utf-8") as fh:
         for line in fh:
@@ -129,21 +130,21 @@ def reader_rates(run_dir: Path, data: Path) -> ReaderRates:
             row = json.loads(line)
             if row.get("engine") != "docmemo" or gold.get(str(row["qid"])) is None:
                 continue
-            doc, pages = gold[str(row["qid"])]  # type: ignore[misc]
-            trace = row["trace"]
+            doc_id, pages = gold[str(row["qid"])]  # type: ignore[misc]
+            trace = QueryTrace.model_validate(row["trace"])  # 0.2.0's traces (field "doc") too
             rates.questions += 1
-            rates.question_seconds.append(float(trace.get("seconds", 0.0)))
-            rates.statuses[trace["status"]] = rates.statuses.get(trace["status"], 0) + 1
-            for round_ in trace["rounds"]:
+            rates.question_seconds.append(trace.seconds)
+            rates.statuses[trace.status] = rates.statuses.get(trace.status, 0) + 1
+            for round_ in trace.rounds:
                 rates.rounds += 1
-                rates.round_seconds.append(float(round_.get("seconds", 0.0)))
-                feedback = round_.get("feedback") or {}
-                useful = {(p["doc"], p["page"]) for p in feedback.get("useful", [])}
-                irrelevant = {(p["doc"], p["page"]) for p in feedback.get("irrelevant", [])}
-                rates.dropped_labels += int(feedback.get("dropped_labels", 0))
-                for shown in round_["selected"]:
-                    page = (shown["doc"], shown["page"])
-                    is_gold = shown["doc"] == doc and shown["page"] in pages
+                rates.round_seconds.append(round_.seconds)
+                feedback = round_.feedback or FeedbackRecord(status="")
+                useful = {(p.doc_id, p.page) for p in feedback.useful}
+                irrelevant = {(p.doc_id, p.page) for p in feedback.irrelevant}
+                rates.dropped_labels += feedback.dropped_labels
+                for shown in round_.selected:
+                    page = (shown.doc_id, shown.page)
+                    is_gold = shown.doc_id == doc_id and shown.page in pages
                     if is_gold:
                         rates.gold_shown += 1
                         rates.gold_missed += page not in useful

@@ -54,7 +54,7 @@ def main() -> None:
     empty, per_page = [], []
     try:
         for item in dataset.items[: args.questions]:
-            schema = store.get_schema(item.doc)
+            schema = store.get_schema(item.doc_id)
             memory = SchemaMemory()
             if schema is not None:
                 memory.add(schema)

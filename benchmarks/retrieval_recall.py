@@ -46,7 +46,7 @@ Ranking = list[int]  # 1-based pages, best first
 @dataclass(frozen=True)
 class Question:
     qid: str
-    doc: str
+    doc_id: str
     text: str
     gold: frozenset[int]
 
@@ -103,9 +103,9 @@ def load_set(folder: Path, limit: int | None, ocr: CachedOcr | None) -> DataSet:
 
     questions = load_questions(folder, limit)
     texts: dict[str, list[str]] = {}
-    for doc in sorted({q.doc for q in questions}):
-        parsed = read_pdf(folder / "pdfs" / doc, ocr=ocr)  # type: ignore[arg-type]
-        texts[doc] = [page.text for page in parsed.pages]
+    for doc_id in sorted({q.doc_id for q in questions}):
+        parsed = read_pdf(folder / "pdfs" / doc_id, ocr=ocr)  # type: ignore[arg-type]
+        texts[doc_id] = [page.text for page in parsed.pages]
     return DataSet(folder.name, folder, questions, texts)
 
 
@@ -165,9 +165,9 @@ class Lexical:
 
     def scores(self, q: Question) -> tuple[np.ndarray, np.ndarray]:
         terms = self.model.embed_query(q.text).indices
-        idf = self.idf[q.doc]
+        idf = self.idf[q.doc_id]
         scores = np.array(
-            [sum(idf.get(t, 0.0) * p.get(t, 0.0) for t in terms) for p in self.pages[q.doc]]
+            [sum(idf.get(t, 0.0) * p.get(t, 0.0) for t in terms) for p in self.pages[q.doc_id]]
         )
         return scores, scores > 0
 
@@ -196,7 +196,7 @@ class Dense:
     def scores(self, q: Question) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(MaxSim, pooled cosine, in-prefetch mask) over the document's pages."""
         query = self.encoder.encode_query(q.text)
-        pages = self.pages[q.doc]
+        pages = self.pages[q.doc_id]
         maxsim = np.array(
             [float((p.multivector @ query.multivector.T).max(axis=0).sum()) for p in pages]
         )
@@ -236,7 +236,7 @@ class TokenMaxSim:
                 float((query @ self.unit[p].T).max(axis=1) @ weights)
                 if p.size and ids.size
                 else 0.0
-                for p in self.pages[q.doc]
+                for p in self.pages[q.doc_id]
             ]
         )
 
@@ -267,10 +267,10 @@ def _bm25s_plain(data: DataSet) -> Callable[[Question], Ranking]:
             indexes[doc].index(tokens, show_progress=False)
 
     def ranking(q: Question) -> Ranking:
-        if q.doc not in indexes:
-            return rank(np.zeros(len(data.texts[q.doc])))
+        if q.doc_id not in indexes:
+            return rank(np.zeros(len(data.texts[q.doc_id])))
         tokens = bm25s.tokenize([q.text], stopwords="en", return_ids=False, show_progress=False)
-        scores = np.asarray(indexes[q.doc].get_scores(tokens[0]), dtype=np.float64)
+        scores = np.asarray(indexes[q.doc_id].get_scores(tokens[0]), dtype=np.float64)
         return rank(np.nan_to_num(scores))
 
     return ranking
@@ -366,7 +366,7 @@ def store_rankings(
                 q.qid: [
                     hit.record.page
                     for hit in store.search(
-                        queries[q.qid], limit=max(KS), page_filter=PageFilter(doc_ids=(q.doc,))
+                        queries[q.qid], limit=max(KS), page_filter=PageFilter(doc_ids=(q.doc_id,))
                     )
                 ]
                 for q in data.questions

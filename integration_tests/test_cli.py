@@ -36,8 +36,8 @@ def test_search_json_shape(indexed, capsys) -> None:
     store, _ = indexed
     assert main(["search", "Tampere plant serial production", "--store", str(store), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert rows and set(rows[0]) == {"doc", "page", "score"}
-    assert rows[0]["doc"] == "report.pdf" and rows[0]["page"] == 9
+    assert rows and set(rows[0]) == {"doc_id", "page", "score"}
+    assert rows[0]["doc_id"] == "report.pdf" and rows[0]["page"] == 9
     assert main(["search", "Tampere", "--store", str(store), "--doc", "other.pdf", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == []
 

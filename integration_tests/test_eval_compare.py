@@ -164,7 +164,7 @@ def test_compare_answers_costs_checks_judges_and_resumes(
         assert by[("rev", "docmemo")]["images"] > 0  # DocMemo shows page images to a VLM
         assert all(by[(q, "stock")]["images"] == 0 for q in ("rev", "ceo", "survey"))
         rev = by[("rev", "docmemo")]
-        assert {"doc": "alpha.pdf", "page": 4} in rev["cited_pages"]
+        assert {"doc_id": "alpha.pdf", "page": 4} in rev["cited_pages"]
         # every engine's answer carries its citations, checked and boxed by the same code, in
         # results.jsonl and in report.json
         answers = {(a["qid"], a["engine"]): a for a in report["answers"]}
@@ -298,10 +298,10 @@ def test_stock_ocr_separates_the_method_from_ocr(tmp_path: Path) -> None:
     rows = {
         r["engine"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())
     }
-    deck = lambda row: [p for p in row["cited_pages"] if p["doc"] == "deck.pdf"]  # noqa: E731
+    deck = lambda row: [p for p in row["cited_pages"] if p["doc_id"] == "deck.pdf"]  # noqa: E731
     assert not deck(rows["stock"])  # pypdf reads no text on a scanned page: never retrieved
-    assert {"doc": "deck.pdf", "page": 2} in deck(rows["stock-ocr"])  # the store's OCR text
-    assert {"doc": "deck.pdf", "page": 2} in rows["docmemo"]["read_pages"]
+    assert {"doc_id": "deck.pdf", "page": 2} in deck(rows["stock-ocr"])  # the store's OCR text
+    assert {"doc_id": "deck.pdf", "page": 2} in rows["docmemo"]["read_pages"]
     assert (
         report["ocr_pages"] == 3 and "from the page store's text" in report["budgets"]["stock-ocr"]
     )

@@ -287,18 +287,18 @@ def _check_trace(trace: dict, radius: int) -> tuple[int, int]:
     useful: set[tuple[str, int]] = set()
     kept = dropped = 0
     for round_ in trace["rounds"]:
-        selected = {(p["doc"], p["page"]) for p in round_["selected"]}
+        selected = {(p["doc_id"], p["page"]) for p in round_["selected"]}
         shown |= selected
         feedback = round_.get("feedback") or {}
         labelled = {
-            (p["doc"], p["page"]) for k in ("useful", "irrelevant") for p in feedback.get(k, [])
+            (p["doc_id"], p["page"]) for k in ("useful", "irrelevant") for p in feedback.get(k, [])
         }
         assert labelled <= selected, "a label for a page that was not shown this round"
-        useful |= {(p["doc"], p["page"]) for p in feedback.get("useful", [])}
+        useful |= {(p["doc_id"], p["page"]) for p in feedback.get("useful", [])}
         kept += len(labelled)
         dropped += feedback.get("dropped_labels", 0)
         for belief in round_["beliefs"]:
-            page = (belief["doc"], belief["page"])
+            page = (belief["doc_id"], belief["page"])
             if belief["beta"] > 1.0:
                 assert page in shown, f"beta moved for unseen page {page}"
             if belief["alpha"] > 1.0 and page not in shown:

@@ -295,13 +295,13 @@ def test_metadata_filters_scope_every_path(indexed) -> None:
         assert got, name
         assert all(allowed[name](d, p) for d, p in got), (name, got)
         result = engine(indexed, reasoner=OfflineReasoner()).run(QUESTION, page_filter=filters)
-        read = {(r.doc, r.page) for r in result.trace.pages_read}
+        read = {(r.doc_id, r.page) for r in result.trace.pages_read}
         assert all(allowed[name](d, p) for d, p in read), (name, read)
     # a scope given per query narrows the engine's; one naming another tenant is refused
     memo_only = engine(indexed, reasoner=OfflineReasoner()).run(
         QUESTION, page_filter=cases["file name"]
     )
-    assert {r.doc for r in memo_only.trace.pages_read} == {"memo.pdf"}
+    assert {r.doc_id for r in memo_only.trace.pages_read} == {"memo.pdf"}
     other_tenant = MetadataFilters(filters=[MetadataFilter(key="tenant", value="b")])
     with pytest.raises(IdentityError, match="names tenant 'b'"):
         engine(indexed, reasoner=OfflineReasoner()).run(QUESTION, page_filter=other_tenant)

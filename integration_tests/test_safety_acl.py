@@ -72,7 +72,7 @@ def test_acl_is_deny_by_default_on_every_path(store, groups, visible) -> None:
     )
     result = engine.run("What is the budget for next year?")
     assert reasoner.shown == visible, "exactly the permitted documents reach the reader"
-    assert {p.doc for p in result.trace.pages_read} == visible
+    assert {p.doc_id for p in result.trace.pages_read} == visible
     assert {s.doc_id for s in store.list_documents(scope)} == visible
     assert store.count_pages(scope) == 3 * len(visible)
     hits = store.search(ENCODER.encode_query("budget"), limit=20, page_filter=scope)

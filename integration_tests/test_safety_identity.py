@@ -20,6 +20,7 @@ from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store.layouts import MULTI, POOLED
 from llama_index_docmemo.store.scope import PageFilter, everything
 from llama_index_docmemo.types import FieldMatch, PageRecord, PageRef
+from tests.legacy_layout import legacy_document_point_id
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +30,9 @@ def encoder():
 
 @pytest.fixture
 def quick_cli(monkeypatch: pytest.MonkeyPatch, encoder) -> None:
-    monkeypatch.setattr(cli.options, "encoder", lambda args: encoder)  # one model load for the module
+    monkeypatch.setattr(
+        cli.options, "encoder", lambda args: encoder
+    )  # one model load for the module
 
 
 def run(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -55,13 +58,13 @@ def test_cli_keeps_two_tenants_same_named_files_and_scopes_list_and_delete(
     for tenant, figure in (("acme", "12.5"), ("globex", "99.1")):
         code, out, _ = run(["list", "--store", store, "--tenant", tenant, "--json"], capsys)
         rows = json.loads(out)
-        assert [r["doc"] for r in rows] == ["2022/10k.pdf", "2023/10k.pdf", "report.pdf"]
+        assert [r["doc_id"] for r in rows] == ["2022/10k.pdf", "2023/10k.pdf", "report.pdf"]
         assert {r["tenant"] for r in rows} == {tenant}
         assert all(r["source"].startswith(str(tmp_path / tenant)) for r in rows)
         code, out, _ = run(
             ["search", "revenue million", "--store", store, "--tenant", tenant, "--json"], capsys
         )
-        assert json.loads(out)[0]["doc"] == "report.pdf"
+        assert json.loads(out)[0]["doc_id"] == "report.pdf"
         code, out, _ = run(
             ["ask", "What was the revenue?", "--store", store, "--tenant", tenant, "--json"], capsys
         )
@@ -76,7 +79,7 @@ def test_cli_keeps_two_tenants_same_named_files_and_scopes_list_and_delete(
     )
     assert code == 0 and out.splitlines() == ["deleted report.pdf", "deleted 2022/10k.pdf"]
     code, out, _ = run(["list", "--store", store, "--tenant", "acme", "--json"], capsys)
-    assert [r["doc"] for r in json.loads(out)] == ["2023/10k.pdf"]
+    assert [r["doc_id"] for r in json.loads(out)] == ["2023/10k.pdf"]
     code, out, _ = run(["list", "--store", store, "--tenant", "globex", "--json"], capsys)
     assert len(json.loads(out)) == 3, "the other tenant's same-named documents are untouched"
 
@@ -93,7 +96,7 @@ def test_cli_explicit_id_and_root(tmp_path: Path, capsys, quick_cli) -> None:
     )
     assert code == 0
     code, out, _ = run(["list", "--store", store, "--json"], capsys)
-    assert [r["doc"] for r in json.loads(out)] == ["contracts/42", "in/deep/x.pdf"]
+    assert [r["doc_id"] for r in json.loads(out)] == ["contracts/42", "in/deep/x.pdf"]
     code, _, err = run(["index", str(pdf), str(pdf), "--id", "a", "--store", store], capsys)
     assert code == 2 and "--id names one document" in err
 
@@ -167,7 +170,9 @@ def legacy_store(path: Path) -> None:
                 )
                 payload = {
                     k: v
-                    for k, v in payloads.page_payload(record, ids.revision(record.doc_version, record.acl)).items()
+                    for k, v in payloads.page_payload(
+                        record, ids.revision(record.doc_version, record.acl)
+                    ).items()
                     if k
                     not in (
                         payloads.REVISION,
@@ -180,7 +185,7 @@ def legacy_store(path: Path) -> None:
                 emb = encoder.encode_query(text)
                 points.append(
                     payloads.PointData(
-                        ids.legacy_document_point_id(f"{doc_id}#{page}"),
+                        legacy_document_point_id(f"{doc_id}#{page}"),
                         {MULTI: emb.multivector, POOLED: emb.pooled},
                         emb.sparse,
                         payload,
@@ -195,7 +200,7 @@ def legacy_store(path: Path) -> None:
                     "acl": acl,
                     "schema": schema.model_dump_json(),
                 }
-                points.append(payloads.PointData(ids.legacy_document_point_id(doc_id), payload=legacy))
+                points.append(payloads.PointData(legacy_document_point_id(doc_id), payload=legacy))
         store._execute(op.Upsert(points))
         meta = payloads.PointData(ids.STORE_POINT_ID, payload=store._meta.payload(layout_version=1))
         store._execute(op.Upsert([meta]))

@@ -64,10 +64,10 @@ def test_a_question_naming_no_file_reads_the_named_company(collection: Path, com
         result = engine.run(f"What were {company.title()}'s capital expenditures in fiscal 2023?")
     rounds = result.trace.rounds
     named = f"{company}_2023_10K.pdf"
-    assert rounds[0].documents[0].doc == named
-    assert {p.doc for p in rounds[0].selected} == {named}
-    assert any((p.doc, p.page) == (named, 9) for r in rounds[:2] for p in r.selected)
-    assert rounds[-1].documents[0].doc == named  # still the best-believed at the end
+    assert rounds[0].documents[0].doc_id == named
+    assert {p.doc_id for p in rounds[0].selected} == {named}
+    assert any((p.doc_id, p.page) == (named, 9) for r in rounds[:2] for p in r.selected)
+    assert rounds[-1].documents[0].doc_id == named  # still the best-believed at the end
 
 
 def test_the_document_stage_never_weighs_another_tenants_filing(collection: Path) -> None:
@@ -76,7 +76,7 @@ def test_the_document_stage_never_weighs_another_tenants_filing(collection: Path
             store=store, evidence_images=False, page_filter=PageFilter()
         )
         result = engine.run("What were Hooli's capital expenditures in fiscal 2023?")
-    weighed = {d.doc for r in result.trace.rounds for d in r.documents}
-    read = {p.doc for r in result.trace.rounds for p in r.selected}
+    weighed = {d.doc_id for r in result.trace.rounds for d in r.documents}
+    read = {p.doc_id for r in result.trace.rounds for p in r.selected}
     assert "HOOLI_2023_10K.pdf" not in weighed | read
     assert weighed  # the stage ran over the caller's own three filings

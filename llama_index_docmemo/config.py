@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from llama_index_docmemo.evidence.abstention import AbstainRule
+from llama_index_docmemo.evidence.citations import AbstainRule
 from llama_index_docmemo.llms.image_policy import DEFAULT_MAX_IMAGE_BYTES
 
 
@@ -229,7 +229,7 @@ class BudgetSettings(_Settings):
 
 class AnswerSettings(_Settings):
     """What the answer carries: citation markers, and when weak evidence makes it "not found"
-    (:mod:`llama_index_docmemo.evidence.abstention`; measured in docs/evaluation.md, "Abstention").
+    (:mod:`llama_index_docmemo.evidence.citations`; measured in docs/evaluation.md, "Abstention").
 
     Args:
         citation_markers: write ``[n]`` after each cited figure or name of the answer, n the

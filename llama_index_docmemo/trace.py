@@ -2,13 +2,15 @@
 
 Serialised into ``Response.metadata["docmemo"]`` (``QueryTrace.model_dump(mode="json")``);
 the evaluation harness and the heat-map renderer read it back with ``QueryTrace.model_validate``.
+A page or a document is named by its ``doc_id``; a trace saved by 0.2.0, which called it ``doc``,
+still reads.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field
 
 from llama_index_docmemo.evidence.citations import Citation
 from llama_index_docmemo.types import Feedback, PageRef
@@ -25,19 +27,22 @@ StopReason = Literal[
     "static",
 ]
 
+DocId = Annotated[str, Field(validation_alias=AliasChoices("doc_id", "doc"))]
+"""A document's id in a saved record; read under 0.2.0's name ``doc`` too."""
+
 
 class PageScore(BaseModel):
-    doc: str
+    doc_id: DocId
     page: int
     score: float
 
     @classmethod
     def of(cls, ref: PageRef, score: float = 1.0) -> PageScore:
-        return cls(doc=ref.doc_id, page=ref.page, score=score)
+        return cls(doc_id=ref.doc_id, page=ref.page, score=score)
 
 
 class PageRead(BaseModel):
-    doc: str
+    doc_id: DocId
     page: int
     round: int
 
@@ -45,7 +50,7 @@ class PageRead(BaseModel):
 class BeliefState(BaseModel):
     """Posterior (alpha, beta) of a page after a round's update."""
 
-    doc: str
+    doc_id: DocId
     page: int
     alpha: float
     beta: float
@@ -59,7 +64,7 @@ class DocumentBelief(BaseModel):
     """A document's Beta(alpha, beta) after a round's update, and the pages the round gave it
     (a scope of several documents only)."""
 
-    doc: str
+    doc_id: DocId
     alpha: float
     beta: float
     pages: int = 0

@@ -46,14 +46,14 @@ def heat_map(trace: QueryTrace, max_pages: int = 60) -> HeatMap:
     irrelevant: set[tuple[Page, int]] = set()
     for r in trace.rounds:
         for b in r.beliefs:
-            means.setdefault((b.doc, b.page), {})[r.round] = b.mean
+            means.setdefault((b.doc_id, b.page), {})[r.round] = b.mean
         for s in r.selected:
-            read.add(((s.doc, s.page), r.round))
+            read.add(((s.doc_id, s.page), r.round))
         if r.feedback is not None:
-            useful |= {((p.doc, p.page), r.round) for p in r.feedback.useful}
-            irrelevant |= {((p.doc, p.page), r.round) for p in r.feedback.irrelevant}
+            useful |= {((p.doc_id, p.page), r.round) for p in r.feedback.useful}
+            irrelevant |= {((p.doc_id, p.page), r.round) for p in r.feedback.irrelevant}
     for p in trace.pages_read:
-        read.add(((p.doc, p.page), p.round))
+        read.add(((p.doc_id, p.page), p.round))
     marked = {page for page, _ in read | useful | irrelevant}
     informative = {
         page
@@ -215,8 +215,8 @@ def useful_pages(hm: HeatMap) -> str:
     for page, rnd in sorted(hm.useful, key=lambda item: (item[1], item[0])):
         rounds.setdefault(page, []).append(rnd)
     listed = "; ".join(
-        f"{doc} p. {page} (round {', '.join(map(str, found))})"
-        for (doc, page), found in rounds.items()
+        f"{doc_id} p. {page} (round {', '.join(map(str, found))})"
+        for (doc_id, page), found in rounds.items()
     )
     return f"Judged useful by the reader: {listed or 'no page'}."
 

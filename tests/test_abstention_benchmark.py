@@ -46,7 +46,7 @@ def test_an_answer_is_kept_only_when_the_engine_shows_one() -> None:
         answer="12",
         status="answered",
         stop_reason="answered",
-        evidence=[PageScore(doc="d.pdf", page=1, score=0.7)],
+        evidence=[PageScore(doc_id="d.pdf", page=1, score=0.7)],
     )
     kept = bench.answer_of(item, trace, "offline")
     assert kept is not None and not kept.answerable and kept.beliefs == {"d.pdf#1": 0.7}

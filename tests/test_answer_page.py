@@ -51,7 +51,7 @@ def test_cited_pages_come_first_with_their_boxes_then_the_other_evidence(tmp_pat
 
 def test_round_lines_name_the_document_of_each_run_of_pages() -> None:
     def scores(*pages: tuple[str, int]) -> list[PageScore]:
-        return [PageScore(doc=doc, page=page, score=1.0) for doc, page in pages]
+        return [PageScore(doc_id=doc, page=page, score=1.0) for doc, page in pages]
 
     feedback = FeedbackRecord(status="need_more", useful=scores(("b.pdf", 3)))
     rnd = RoundTrace(
@@ -74,12 +74,12 @@ def test_round_lines_show_the_document_beliefs_over_several_documents() -> None:
         query="capex",
         lam=0.8,
         candidates=[],
-        selected=[PageScore(doc="a.pdf", page=4, score=1.0)],
+        selected=[PageScore(doc_id="a.pdf", page=4, score=1.0)],
         documents=[
-            DocumentBelief(doc="a.pdf", alpha=6.0, beta=1.0, pages=5),
-            DocumentBelief(doc="b.pdf", alpha=2.0, beta=2.0),
-            DocumentBelief(doc="c.pdf", alpha=1.0, beta=3.0),
-            DocumentBelief(doc="d.pdf", alpha=1.0, beta=4.0),
+            DocumentBelief(doc_id="a.pdf", alpha=6.0, beta=1.0, pages=5),
+            DocumentBelief(doc_id="b.pdf", alpha=2.0, beta=2.0),
+            DocumentBelief(doc_id="c.pdf", alpha=1.0, beta=3.0),
+            DocumentBelief(doc_id="d.pdf", alpha=1.0, beta=4.0),
         ],
     )
     assert round_line(rnd).endswith(
@@ -92,8 +92,8 @@ def test_the_answer_page_shows_the_document_beliefs_of_a_whole_collection_questi
 ) -> None:
     pdf = write_demo_pdf(tmp_path / DOC)
     documents = [
-        DocumentBelief(doc=DOC, alpha=6.0, beta=1.0, pages=5),
-        DocumentBelief(doc="other <b>.pdf", alpha=1.0, beta=3.0),
+        DocumentBelief(doc_id=DOC, alpha=6.0, beta=1.0, pages=5),
+        DocumentBelief(doc_id="other <b>.pdf", alpha=1.0, beta=3.0),
     ]
     page = render_answer_html("Q?", "Not found.", [], {DOC: pdf}, [], documents)
     rows = re.findall(r"<tr><td>([^<]*)</td><td>([^<]*)</td><td>([^<]*)</td><td>(\d+)</td>", page)

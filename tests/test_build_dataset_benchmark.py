@@ -96,7 +96,7 @@ def test_mmlongbench_layout_loads_in_the_harness(tmp_path: Path) -> None:
     }
     assert rows[2]["evidence_valid"] is False  # page 9 of a 3-page deck
     dataset = load_dataset(out)
-    assert dataset.docs == ["report.pdf", "slides.pdf"]
+    assert dataset.doc_ids == ["report.pdf", "slides.pdf"]
     assert [i.scored_on_pages for i in dataset.items] == [True, False, False]
     docs = [line.split("\t") for line in (out / "docs.tsv").read_text().splitlines()]
     assert docs[0] == ["doc", "bytes", "n_pages", "n_questions", "text_layer", "sha256"]
@@ -134,7 +134,7 @@ def test_financebench_pages_become_one_based_and_only_the_questions_document_cou
     report = build_dataset.build("financebench", source, out, link=True)
     assert report.summary() == "1 questions over 1 PDFs (0 with a gold page outside the document)"
     (item,) = load_dataset(out).items
-    assert (item.qid, item.doc, item.evidence_pages) == (
+    assert (item.qid, item.doc_id, item.evidence_pages) == (
         "financebench_id_03029",
         "3M_2018_10K.pdf",
         (1, 5),

@@ -97,9 +97,11 @@ def test_one_document_in_scope_is_the_per_document_loop(
 def test_the_named_document_gets_the_round_and_its_labels_hold_it(stores) -> None:
     result = _run(stores(), GOLD)
     rounds = result.trace.rounds
-    assert rounds[0].documents[0].doc == "ACME_2023_10K.pdf"
-    assert {p.doc for r in rounds for p in r.selected} == {"ACME_2023_10K.pdf"}
-    assert PageRef("ACME_2023_10K.pdf", 20) in {PageRef(p.doc, p.page) for p in rounds[0].selected}
+    assert rounds[0].documents[0].doc_id == "ACME_2023_10K.pdf"
+    assert {p.doc_id for r in rounds for p in r.selected} == {"ACME_2023_10K.pdf"}
+    assert PageRef("ACME_2023_10K.pdf", 20) in {
+        PageRef(p.doc_id, p.page) for p in rounds[0].selected
+    }
     best = rounds[0].documents[0]  # after round 1's update: the prior Beta(5, 1), p20 useful,
     assert (best.alpha, best.beta) == pytest.approx((6.0, 1.06))  # two pages irrelevant
     assert rounds[0].documents[1].alpha < 2.0 and rounds[0].documents[1].pages == 0
@@ -107,7 +109,7 @@ def test_the_named_document_gets_the_round_and_its_labels_hold_it(stores) -> Non
 
 def test_without_document_beliefs_the_rounds_scatter_over_the_store(stores) -> None:
     result = _run(stores(), GOLD, document_beliefs=False)
-    assert len({p.doc for r in result.trace.rounds for p in r.selected}) > 1
+    assert len({p.doc_id for r in result.trace.rounds for p in r.selected}) > 1
 
 
 def test_two_documents_close_in_belief_share_a_round_until_one_is_useful(stores) -> None:
@@ -122,14 +124,14 @@ def test_two_documents_close_in_belief_share_a_round_until_one_is_useful(stores)
         pages_per_round=4,
     )
     rounds = result.trace.rounds
-    assert {d.doc: d.pages for d in rounds[0].documents} == {
+    assert {d.doc_id: d.pages for d in rounds[0].documents} == {
         "ACME_2023_10K.pdf": 2,
         "GLOBEX_2023_10K.pdf": 2,
     }
     assert PageRef("GLOBEX_2023_10K.pdf", 21) in {
-        PageRef(p.doc, p.page) for p in rounds[0].selected
+        PageRef(p.doc_id, p.page) for p in rounds[0].selected
     }
-    assert {d.doc: d.pages for d in rounds[1].documents} == {  # its useful page lifted it
+    assert {d.doc_id: d.pages for d in rounds[1].documents} == {  # its useful page lifted it
         "GLOBEX_2023_10K.pdf": 4,
         "ACME_2023_10K.pdf": 0,
     }
@@ -142,7 +144,7 @@ def test_a_question_naming_no_document_apart_is_read_over_the_whole_store(stores
     assert all(not r.documents for r in level.trace.rounds)
     assert _trace(level) == _trace(_run(stores(), gold, question=question, document_beliefs=False))
     named = _run(stores(), gold, question="What was Globex's capital expenditure in 2023?")
-    assert named.trace.rounds[0].documents[0].doc == "GLOBEX_2023_10K.pdf"
+    assert named.trace.rounds[0].documents[0].doc_id == "GLOBEX_2023_10K.pdf"
 
 
 def test_the_levers_search_inside_the_documents_never_the_whole_store(stores, monkeypatch) -> None:
@@ -169,4 +171,4 @@ async def test_the_async_loop_weighs_documents_as_the_sync_one(stores) -> None:
     sync = engine.run(question)
     asynchronous = await engine.arun(question)
     assert _trace(asynchronous) == _trace(sync)
-    assert asynchronous.trace.rounds[0].documents[0].doc == "ACME_2023_10K.pdf"
+    assert asynchronous.trace.rounds[0].documents[0].doc_id == "ACME_2023_10K.pdf"

@@ -45,21 +45,21 @@ def citations(page: int) -> list[Citation]:
 
 
 def test_each_card_links_its_citations_to_its_own_thumbnails() -> None:
-    crowded = [PageCitation(doc="a.pdf", page=p) for p in range(1, 10)]  # more than shown
+    crowded = [PageCitation(doc_id="a.pdf", page=p) for p in range(1, 10)]  # more than shown
     records = [
         AnswerRecord(
             qid="q", question="?", engine=engine, answer=ANSWER, cited_pages=cited, citations=cites
         )
         for engine, cited, cites in (
-            ("docmemo", [PageCitation(doc="a.pdf", page=4)], citations(4)),
+            ("docmemo", [PageCitation(doc_id="a.pdf", page=4)], citations(4)),
             ("stock", crowded, citations(9)),  # the cited box is on the last cited page
         )
     ]
     asked: list[tuple[str, int, list[list[float]]]] = []
 
-    def thumbnail_for(doc: str, page: int, boxes: Sequence[Sequence[float]]) -> Thumbnail:
-        asked.append((doc, page, [list(b) for b in boxes]))
-        return Thumbnail(f"pages/{doc}-{page}.png", 300, 400)
+    def thumbnail_for(doc_id: str, page: int, boxes: Sequence[Sequence[float]]) -> Thumbnail:
+        asked.append((doc_id, page, [list(b) for b in boxes]))
+        return Thumbnail(f"pages/{doc_id}-{page}.png", 300, 400)
 
     meta = {
         "engines": ["docmemo", "stock"],
@@ -102,8 +102,8 @@ def test_the_docmemo_card_shows_the_document_beliefs_of_a_whole_store_question()
     first, with the pages each got; a one-document question (no beliefs) shows no such table."""
     records = [AnswerRecord(qid=q, question="?", engine="docmemo", answer="x") for q in "ab"]
     documents = [
-        DocumentBelief(doc="b_2019.pdf", alpha=1.5, beta=3.0),
-        DocumentBelief(doc="a_2020.pdf", alpha=6.0, beta=1.0, pages=5),
+        DocumentBelief(doc_id="b_2019.pdf", alpha=1.5, beta=3.0),
+        DocumentBelief(doc_id="a_2020.pdf", alpha=6.0, beta=1.0, pages=5),
     ]
     round_ = RoundTrace(
         round=1, query="?", lam=0.5, candidates=[], selected=[], documents=documents

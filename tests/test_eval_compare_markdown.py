@@ -12,7 +12,7 @@ SCRIPT = "<script>alert(1)</script>"
 
 
 def test_html_and_links_from_questions_answers_and_pdfs_are_escaped() -> None:
-    page = PageCitation(doc=f"{SCRIPT}.pdf", page=2)
+    page = PageCitation(doc_id=f"{SCRIPT}.pdf", page=2)
     records = {
         engine: [
             AnswerRecord(
@@ -25,7 +25,7 @@ def test_html_and_links_from_questions_answers_and_pdfs_are_escaped() -> None:
                     Citation(
                         text=f"42{SCRIPT}",
                         kind="figure",
-                        doc_id=page.doc,
+                        doc_id=page.doc_id,
                         page=page.page,
                         verified=True,
                         how="text_layer",

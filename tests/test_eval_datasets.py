@@ -38,7 +38,7 @@ def test_loads_items_with_defaults(tmp_path: Path) -> None:
             ],
         )
     )
-    assert ds.name == "set" and len(ds) == 2 and ds.docs == ["a.pdf"]
+    assert ds.name == "set" and len(ds) == 2 and ds.doc_ids == ["a.pdf"]
     first, second = ds.items
     assert first.evidence_pages == (1, 3) and first.evidence_valid and first.scored_on_pages
     assert first.gold == {PageRef("a.pdf", 1), PageRef("a.pdf", 3)}
@@ -99,8 +99,8 @@ def test_split_is_the_fixed_sha256_rule(tmp_path: Path) -> None:
     data = load_dataset(root)
     tune, report = select_split(data, "tune"), select_split(data, "report")
     assert len(tune) + len(report) == 10 and select_split(data, "all") is data
-    assert all(split_of(i.doc) == "tune" for i in tune) and all(
-        split_of(i.doc) == "report" for i in report
+    assert all(split_of(i.doc_id) == "tune" for i in tune) and all(
+        split_of(i.doc_id) == "report" for i in report
     )
     with pytest.raises(DatasetError, match="split"):
         select_split(data, "dev")

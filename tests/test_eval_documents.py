@@ -10,7 +10,7 @@ from llama_index_docmemo.evaluation.documents import document_scores, document_s
 from llama_index_docmemo.evaluation.metrics import QuestionRun
 from llama_index_docmemo.types import PageRef
 
-ITEM = QAItem(qid="q", doc="a.pdf", question="?", answer="1", evidence_pages=[3, 9])
+ITEM = QAItem(qid="q", doc_id="a.pdf", question="?", answer="1", evidence_pages=[3, 9])
 
 
 def _run(reads: list[list[tuple[str, int]]], useful: list[tuple[str, int]]) -> QuestionRun:
@@ -50,7 +50,7 @@ def test_summary_averages_seeds_per_question_then_questions() -> None:
     good = _run([[("a.pdf", 3), ("a.pdf", 9)]], useful=[("a.pdf", 3), ("a.pdf", 9)])
     bad = _run([[("b.pdf", 1)]], useful=[])
     unscored = QAItem(
-        qid="u", doc="a.pdf", question="?", answer="Not answerable", evidence_pages=[]
+        qid="u", doc_id="a.pdf", question="?", answer="Not answerable", evidence_pages=[]
     )
     summary = document_summary(
         [[good, QuestionRun(engine="e", qid="u", reads=[[]])], [bad]],

@@ -34,7 +34,7 @@ CAPS = CropCaps(max_crops=8, max_table_crops=5, max_per_page=3, min_side=36.0, k
 def item(boxes: list[dict], sources: list[str] | None = None, qid: str = "q") -> QAItem:
     return QAItem(
         qid=qid,
-        doc=DOC,
+        doc_id=DOC,
         question="revenue by region",
         answer="x",
         evidence_pages=tuple(sorted({b["page"] for b in boxes})),

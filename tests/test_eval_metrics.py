@@ -25,7 +25,7 @@ def item(
 ) -> QAItem:
     return QAItem(
         qid=qid,
-        doc="d.pdf",
+        doc_id="d.pdf",
         question="q",
         answer=answer,
         evidence_pages=pages,

@@ -111,8 +111,8 @@ def _plan(limit: int, method: str = "rrf") -> SearchPlan:
     )
 
 
-def hit(page: int, score: float, doc: str = "d.pdf") -> tuple[dict[str, object], float]:
-    return ({"doc_id": doc, "page": page}, score)
+def hit(page: int, score: float, doc_id: str = "d.pdf") -> tuple[dict[str, object], float]:
+    return ({"doc_id": doc_id, "page": page}, score)
 
 
 def test_fusion_is_weighted_rrf_with_fixed_tie_order() -> None:

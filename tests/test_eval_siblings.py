@@ -10,8 +10,8 @@ STATEMENT_2022 = "Net sales 1,577 13,233 2,044,100 Cost 9,068 4,411 Total 65,400
 STATEMENT_2023 = "Net sales 1,601 13,233 2,044,100 Cost 9,068 7,020 Total 70,000 in 2023 and 2022"
 
 
-def item(qid: str, doc: str, pages: tuple[int, ...] = (2,)) -> QAItem:
-    return QAItem(qid=qid, doc=doc, question="?", answer="1,577", evidence_pages=pages)
+def item(qid: str, doc_id: str, pages: tuple[int, ...] = (2,)) -> QAItem:
+    return QAItem(qid=qid, doc_id=doc_id, question="?", answer="1,577", evidence_pages=pages)
 
 
 def test_page_figures_keep_long_numbers_and_leave_out_years_and_short_ones() -> None:
@@ -46,7 +46,7 @@ def test_every_gold_page_must_be_reprinted_and_unscored_questions_are_left_out()
         "acme_2023.pdf": [(7, STATEMENT_2023)],
     }
     unanswerable = QAItem(
-        qid="n", doc="acme_2022.pdf", question="?", answer="no", evidence_pages=()
+        qid="n", doc_id="acme_2022.pdf", question="?", answer="no", evidence_pages=()
     )
     count = sibling_count([item("q", "acme_2022.pdf", (2, 4)), unanswerable], pages)
     assert (count.questions, count.decidable, count.elsewhere) == (1, 1, {})

@@ -6,16 +6,22 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llama_index_docmemo.evidence.abstention import abstention_reason, not_found_text
 from llama_index_docmemo.evidence.citations import (
     CropText,
     PageText,
+    abstention_reason,
     answer_suffix,
     cite,
+    not_found_text,
     with_markers,
 )
-from llama_index_docmemo.evidence.figures import find_figures, locate_span
-from llama_index_docmemo.evidence.quotes import find_names, normalise, quote_span
+from llama_index_docmemo.evidence.matching import (
+    find_figures,
+    find_names,
+    locate_span,
+    normalise,
+    quote_span,
+)
 from llama_index_docmemo.types import EvidenceNote, PageRef
 
 P3 = PageRef("report.pdf", 3)

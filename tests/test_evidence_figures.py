@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from llama_index_docmemo.evaluation.judge import is_short_number, parse_score
-from llama_index_docmemo.evidence.figures import (
+from llama_index_docmemo.evidence.matching import (
     find_figures,
     locate,
     number_values,

@@ -60,7 +60,9 @@ def engine_for(store, gold, **cfg) -> DocMemoQueryEngine:
 
 def run(store, gold, question, **cfg):
     trace = engine_for(store, gold, **cfg).run(question).trace
-    return [[PageRef(p.doc, p.page) for p in trace.pages_read if p.round == r] for r in (1, 2, 3)]
+    return [
+        [PageRef(p.doc_id, p.page) for p in trace.pages_read if p.round == r] for r in (1, 2, 3)
+    ]
 
 
 def test_reference_propagation_reads_the_cited_table(store: PageStore) -> None:

@@ -8,18 +8,26 @@ from hypothesis import strategies as st
 
 from llama_index_docmemo.reasoning.base import PageView, ReasoningInput
 from llama_index_docmemo.reasoning.offline import OfflineReasoner
-from llama_index_docmemo.reasoning.offline.absence import explored, strongly_unanswerable
-from llama_index_docmemo.reasoning.offline.extract import (
+from llama_index_docmemo.reasoning.offline.passages import (
+    Unit,
+    best_passages,
+    evaluate,
+    label,
+    no_answer_text,
+    page_units,
+    table_rows,
+    unit_score,
+)
+from llama_index_docmemo.reasoning.offline.question import analyse, answer_type
+from llama_index_docmemo.reasoning.offline.reasoner import (
     column_value,
     difference,
+    explored,
     extract,
     numbers,
+    strongly_unanswerable,
     with_scale,
 )
-from llama_index_docmemo.reasoning.offline.labels import evaluate, label, unit_score
-from llama_index_docmemo.reasoning.offline.passages import best_passages, no_answer_text
-from llama_index_docmemo.reasoning.offline.question import analyse, answer_type
-from llama_index_docmemo.reasoning.offline.units import Unit, page_units, table_rows
 from llama_index_docmemo.text import keys
 from llama_index_docmemo.types import PageRef
 

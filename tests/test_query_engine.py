@@ -71,11 +71,11 @@ def test_loop_recovers_evidence_a_static_retrieval_misses(store) -> None:
     static = engine_for(store, GoldReasoner(GOLD, refine="segment margin"), static=True).run(
         QUESTION
     )
-    read_static = {PageRef(p.doc, p.page) for p in static.trace.pages_read}
+    read_static = {PageRef(p.doc_id, p.page) for p in static.trace.pages_read}
     assert not GOLD <= read_static and static.trace.stop_reason == "static"
 
     result = engine_for(store, GoldReasoner(GOLD, refine="segment margin")).run(QUESTION)
-    read = {PageRef(p.doc, p.page) for p in result.trace.pages_read}
+    read = {PageRef(p.doc_id, p.page) for p in result.trace.pages_read}
     assert GOLD <= read
     assert result.status == "answered" and result.answer == UNVERIFIED_42
     assert result.trace.stop_reason == "answered"
@@ -88,17 +88,19 @@ def test_loop_recovers_evidence_a_static_retrieval_misses(store) -> None:
 
 def test_irrelevant_labels_lower_beliefs_and_pages_are_not_reread(store) -> None:
     result = engine_for(store, GoldReasoner(GOLD, refine=None), rounds=3).run(QUESTION)
-    pages = [(p.doc, p.page) for p in result.trace.pages_read]
+    pages = [(p.doc_id, p.page) for p in result.trace.pages_read]
     assert len(pages) == len(set(pages))
     labelled = {"useful": 0, "irrelevant": 0}
     for rnd in result.trace.rounds:
         assert rnd.feedback is not None
-        beliefs = {(b.doc, b.page): b for b in rnd.beliefs}
+        beliefs = {(b.doc_id, b.page): b for b in rnd.beliefs}
         for p in rnd.feedback.irrelevant:  # beta += 1; alpha moves only by propagation
-            assert beliefs[(p.doc, p.page)].beta == 2.0
+            assert beliefs[(p.doc_id, p.page)].beta == 2.0
             labelled["irrelevant"] += 1
         for p in rnd.feedback.useful:
-            assert beliefs[(p.doc, p.page)].alpha >= 2.0 and beliefs[(p.doc, p.page)].beta == 1.0
+            assert (
+                beliefs[(p.doc_id, p.page)].alpha >= 2.0 and beliefs[(p.doc_id, p.page)].beta == 1.0
+            )
             labelled["useful"] += 1
     assert labelled["useful"] and labelled["irrelevant"]
 
@@ -114,9 +116,9 @@ def test_response_metadata_is_a_valid_trace(store) -> None:
 
 def test_filters_scope_every_round(store) -> None:
     result = engine_for(store, GoldReasoner(GOLD, refine="revenue growth")).run(QUESTION)
-    assert all(p.doc == "report.pdf" for p in result.trace.pages_read)
+    assert all(p.doc_id == "report.pdf" for p in result.trace.pages_read)
     for rnd in result.trace.rounds:
-        assert all(c.doc == "report.pdf" for c in rnd.candidates)
+        assert all(c.doc_id == "report.pdf" for c in rnd.candidates)
 
 
 def test_concurrent_queries_never_share_state(store) -> None:
@@ -250,7 +252,7 @@ def test_per_query_state_holds_only_what_the_query_touched(open_store) -> None:
     loop = run(rounds(engine.runner, first, io))
     result = run(answer(engine.runner, loop, io))
     # schemas only of documents among the search's hits, each fetched once, never the scope's
-    candidate_docs = {c.doc for r in result.trace.rounds for c in r.candidates}
+    candidate_docs = {c.doc_id for r in result.trace.rounds for c in r.candidates}
     requested = [d for scope in asked for d in scope.doc_ids]
     assert sorted(requested) == sorted(set(requested)) == sorted(loop.schema.schemas)
     assert candidate_docs <= set(requested) and len(requested) < 31  # of 31 in scope
@@ -417,5 +419,5 @@ def test_the_engine_owns_one_runner_and_its_retriever_is_round_one_over_it(store
     nodes = engine.retriever.retrieve(QUESTION)
     first = engine.run(QUESTION).trace.rounds[0]
     assert [(n.node.metadata["doc_id"], n.node.metadata["page"]) for n in nodes] == [
-        (s.doc, s.page) for s in first.selected
+        (s.doc_id, s.page) for s in first.selected
     ]

@@ -176,4 +176,4 @@ def test_the_document_layer_allots_pages_and_learns_from_labels() -> None:
     applied, _ = apply(after, Reading(selection, feedback, LLMCallTally()), config)
     old, new = after.documents.beliefs.get(a), applied.documents.beliefs.get(a)
     assert new[0] == old[0] + 1 and new[1] > old[1]
-    assert [d.doc for d in document_trace(applied)] == [a, b]
+    assert [d.doc_id for d in document_trace(applied)] == [a, b]

@@ -112,7 +112,7 @@ def test_replaying_a_fixed_budget_run_gives_the_real_noisy_and_oracle_runs(
 
 
 def test_endings_name_the_state_of_the_gold_pages() -> None:
-    item = QAItem(qid="q", doc="d", question="?", answer="x", evidence_pages=(2, 9))
+    item = QAItem(qid="q", doc_id="d", question="?", answer="x", evidence_pages=(2, 9))
     refs = [PageRef("d", p) for p in range(1, 16)]
     reads = [refs[0:3], refs[3:5], refs[5:7], refs[7:9], refs[9:11]]
     loop = bench.loop_of({"k": 5, "rounds": 3, "config": SETTINGS}, None)

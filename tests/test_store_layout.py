@@ -18,6 +18,7 @@ from llama_index_docmemo.types import (
     PageRecord,
     SparseVector,
 )
+from tests.legacy_layout import legacy_document_point_id
 
 DIM = 4
 
@@ -74,7 +75,7 @@ def test_point_ids_are_deterministic_and_distinct() -> None:
     others |= {ids.document_point_id("t1", "d"), ids.document_point_id("t2", "d")}
     others |= {
         ids.journal_point_id(ids.document_point_id("t1", "d")),
-        ids.legacy_document_point_id("d"),
+        legacy_document_point_id("d"),
     }
     assert a not in others and len(others) == 9
 

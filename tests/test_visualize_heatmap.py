@@ -20,7 +20,7 @@ from llama_index_docmemo.visualize import heat_map, heat_map_figure, render_trac
 
 def trace() -> QueryTrace:
     def ps(p: int) -> PageScore:
-        return PageScore(doc="d.pdf", page=p, score=1.0)
+        return PageScore(doc_id="d.pdf", page=p, score=1.0)
 
     r1 = RoundTrace(
         round=1,
@@ -30,10 +30,10 @@ def trace() -> QueryTrace:
         selected=[ps(1), ps(2)],
         feedback=FeedbackRecord(status="need_more", useful=[ps(2)], irrelevant=[ps(1)]),
         beliefs=[
-            BeliefState(doc="d.pdf", page=1, alpha=1, beta=2),
-            BeliefState(doc="d.pdf", page=2, alpha=2, beta=1),
-            BeliefState(doc="d.pdf", page=3, alpha=1.5, beta=1),
-            BeliefState(doc="d.pdf", page=9, alpha=1, beta=1),
+            BeliefState(doc_id="d.pdf", page=1, alpha=1, beta=2),
+            BeliefState(doc_id="d.pdf", page=2, alpha=2, beta=1),
+            BeliefState(doc_id="d.pdf", page=3, alpha=1.5, beta=1),
+            BeliefState(doc_id="d.pdf", page=9, alpha=1, beta=1),
         ],
     )
     r2 = RoundTrace(
@@ -43,7 +43,7 @@ def trace() -> QueryTrace:
         candidates=[ps(3)],
         selected=[ps(3)],
         feedback=FeedbackRecord(status="answered", useful=[ps(3)]),
-        beliefs=[BeliefState(doc="d.pdf", page=3, alpha=2.5, beta=1)],
+        beliefs=[BeliefState(doc_id="d.pdf", page=3, alpha=2.5, beta=1)],
     )
     return QueryTrace(
         question="<b>q</b>?",
@@ -52,7 +52,7 @@ def trace() -> QueryTrace:
         stop_reason="answered",
         rounds=[r1, r2],
         reader="simulated",
-        pages_read=[PageRead(doc="d.pdf", page=p, round=r) for p, r in ((1, 1), (2, 1), (3, 2))],
+        pages_read=[PageRead(doc_id="d.pdf", page=p, round=r) for p, r in ((1, 1), (2, 1), (3, 2))],
     )
 
 

@@ -1,7 +1,7 @@
 """griffe extension: the docstrings' Sphinx roles become Markdown cross-references on the site.
 
 The package's docstrings name objects the Sphinx way (``:class:`~llama_index_docmemo.PageStore```,
-``:meth:`from_documents```, ``:mod:`.figures```), which mkdocstrings shows as raw text. Each role
+``:meth:`from_documents```, ``:mod:`.matching```), which mkdocstrings shows as raw text. Each role
 becomes a Markdown link to the object's API page where it names a public object (or a member of
 one): ``[`PageStore`][llama_index_docmemo.store.base.PageStore]``, resolved by mkdocs-autorefs;
 anything else (internal modules, functions, attributes) becomes inline code. The docstrings stay

@@ -202,7 +202,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         schemas = store.list_documents(options.page_filter(args))
     rows = [
         {
-            "doc": s.doc_id,
+            "doc_id": s.doc_id,
             "pages": s.n_pages,
             "version": s.doc_version[:12],
             "tenant": s.tenant,
@@ -216,7 +216,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     else:
         for row in rows:
             acl = ",".join(row["acl"]) or "-"
-            print(f"{row['doc']}\t{row['pages']} pages\tacl {acl}\t{row['source']}")
+            print(f"{row['doc_id']}\t{row['pages']} pages\tacl {acl}\t{row['source']}")
         print(f"{len(rows)} documents")
     return 0
 

@@ -55,14 +55,14 @@ def cmd_search(args: argparse.Namespace) -> int:
             encoder.encode_query(args.query), limit=args.k, page_filter=options.page_filter(args)
         )
     rows = [
-        {"doc": h.record.doc_id, "page": h.record.page, "score": round(h.score, 6)} for h in hits
+        {"doc_id": h.record.doc_id, "page": h.record.page, "score": round(h.score, 6)} for h in hits
     ]
     if args.json:
         print(json.dumps(rows))
     else:
         for row, hit in zip(rows, hits, strict=True):
             snippet = " ".join(hit.record.text.split())[:100]
-            print(f"{row['score']:.4f}  {row['doc']} p.{row['page']}  {snippet}")
+            print(f"{row['score']:.4f}  {row['doc_id']} p.{row['page']}  {snippet}")
     return 0
 
 
@@ -137,7 +137,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     )
     print(
         "Evidence: "
-        + (", ".join(f"{e.doc} p.{e.page} ({e.score:.2f})" for e in trace.evidence) or "none")
+        + (", ".join(f"{e.doc_id} p.{e.page} ({e.score:.2f})" for e in trace.evidence) or "none")
     )
     for rnd in trace.rounds:
         print(round_line(rnd))

@@ -16,9 +16,9 @@ def pages_by_document(pages: Sequence[PageScore]) -> str:
     parts: list[str] = []
     current = None
     for page in pages:
-        if page.doc != current:
-            parts.append(f"{'; ' if parts else ''}{page.doc} p.{page.page}")
-            current = page.doc
+        if page.doc_id != current:
+            parts.append(f"{'; ' if parts else ''}{page.doc_id} p.{page.page}")
+            current = page.doc_id
         else:
             parts.append(f", p.{page.page}")
     return "".join(parts)
@@ -31,7 +31,7 @@ def document_beliefs(rnd: RoundTrace) -> str:
     """``a.pdf 0.86 (5 pages), b.pdf 0.41``: the best-believed documents after the round
     (posterior mean) with the pages the round gave them; "" for a one-document scope."""
     shown = rnd.documents[:DOCUMENTS_SHOWN]
-    parts = [f"{d.doc} {d.mean:.2f}" + (f" ({d.pages} pages)" if d.pages else "") for d in shown]
+    parts = [f"{d.doc_id} {d.mean:.2f}" + (f" ({d.pages} pages)" if d.pages else "") for d in shown]
     more = len(rnd.documents) - len(shown)
     return ", ".join(parts) + (f" and {more} more" if more > 0 else "")
 

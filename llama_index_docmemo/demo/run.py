@@ -12,8 +12,8 @@ from llama_index_docmemo.cli.rounds import round_line
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.demo.document import DEMO_QUESTIONS, DemoQuestion, write_demo_pdf
 from llama_index_docmemo.encoders import default_encoder
-from llama_index_docmemo.evidence.figures import find_figures, locate_span
 from llama_index_docmemo.evidence.html import write_answer_html
+from llama_index_docmemo.evidence.matching import find_figures, locate_span
 from llama_index_docmemo.indexing import DocumentIndexer
 from llama_index_docmemo.paths import default_cache_dir
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
@@ -60,7 +60,7 @@ class DemoOutcome:
     @property
     def agrees(self) -> bool:
         """Whether the answer states the expected answer's first figure (by value, as a page
-        would: :func:`~llama_index_docmemo.evidence.figures.locate_span`)."""
+        would: :func:`~llama_index_docmemo.evidence.matching.locate_span`)."""
         expected = find_figures(self.question.answer)
         return bool(expected) and locate_span(expected[0], self.answer) is not None
 

@@ -71,7 +71,7 @@ def scope_filter(item: QAItem, scope: str) -> PageFilter:
     """The store scope a question is asked in: its own document, or the whole store."""
     if scope not in SCOPES:
         raise ValueError(f"scope must be one of {', '.join(SCOPES)}, got {scope!r}")
-    return PageFilter(doc_ids=(item.doc,)) if scope == "document" else PageFilter()
+    return PageFilter(doc_ids=(item.doc_id,)) if scope == "document" else PageFilter()
 
 
 def static_k(name: str) -> int | None:
@@ -116,7 +116,7 @@ def reads_from_trace(trace: QueryTrace) -> list[list[PageRef]]:
     for read in trace.pages_read:
         while len(reads) < read.round:
             reads.append([])
-        reads[read.round - 1].append(PageRef(read.doc, read.page))
+        reads[read.round - 1].append(PageRef(read.doc_id, read.page))
     return reads
 
 
@@ -126,7 +126,7 @@ def useful_from_trace(trace: QueryTrace) -> list[PageRef]:
     for round_ in trace.rounds:
         if round_.feedback is not None:
             for page in round_.feedback.useful:
-                useful.setdefault(PageRef(page.doc, page.page), None)
+                useful.setdefault(PageRef(page.doc_id, page.page), None)
     return list(useful)
 
 
@@ -229,7 +229,7 @@ class FirstRoundRanking:
     def pages_in_scope(self, item: QAItem) -> int:
         """Pages the question is asked of: its document's, or the whole store's."""
         if self.scope == "document":
-            return self.n_pages(item.doc)
+            return self.n_pages(item.doc_id)
         if self._scope_pages is None:
             self._scope_pages = self.store.count_pages(PageFilter())
         return self._scope_pages

@@ -3,7 +3,7 @@
 Format (one JSON object per line of ``qa.jsonl``; bring your own documents in the same shape)::
 
     {"qid": "q-001",                      # unique id (used to resume a run)
-     "doc": "annual-report.pdf",          # file name inside pdfs/
+     "doc": "annual-report.pdf",          # file name inside pdfs/ (QAItem.doc_id)
      "question": "What was the 2023 revenue?",
      "answer": "4.2",                     # gold answer; "Not answerable" when the document lacks it
      "evidence_pages": [12, 13],          # 1-based pages holding the evidence; [] when unanswerable
@@ -40,7 +40,7 @@ class QAItem:
     """One evaluation question with its gold answer and gold evidence pages."""
 
     qid: str
-    doc: str
+    doc_id: str  # the file's "doc" field: its name inside pdfs/
     question: str
     answer: str
     evidence_pages: tuple[int, ...]
@@ -50,7 +50,7 @@ class QAItem:
 
     @property
     def gold(self) -> frozenset[PageRef]:
-        return frozenset(PageRef(self.doc, p) for p in self.evidence_pages)
+        return frozenset(PageRef(self.doc_id, p) for p in self.evidence_pages)
 
     @property
     def scored_on_pages(self) -> bool:
@@ -71,11 +71,11 @@ class EvalDataset:
         return self.root / "pdfs"
 
     @property
-    def docs(self) -> list[str]:
-        return sorted({item.doc for item in self.items})
+    def doc_ids(self) -> list[str]:
+        return sorted({item.doc_id for item in self.items})
 
-    def pdf_path(self, doc: str) -> Path:
-        return self.pdf_dir / doc
+    def pdf_path(self, doc_id: str) -> Path:
+        return self.pdf_dir / doc_id
 
     def __iter__(self) -> Iterator[QAItem]:
         return iter(self.items)
@@ -84,14 +84,14 @@ class EvalDataset:
         return len(self.items)
 
 
-def split_of(doc_name: str) -> Split:
+def split_of(doc_id: str) -> Split:
     """The fixed half a document belongs to: "tune" (defaults may be chosen on it) or "report".
 
     The rule is the team's, fixed for every dataset: a document is in the tuning half when the
     SHA-256 of its file name (the ``doc`` field, e.g. ``"xyz.pdf"``, UTF-8) is even as an integer.
     It depends on the name only, so the halves never move when questions are added.
     """
-    digest = int(hashlib.sha256(doc_name.encode("utf-8")).hexdigest(), 16)
+    digest = int(hashlib.sha256(doc_id.encode("utf-8")).hexdigest(), 16)
     return "tune" if digest % 2 == 0 else "report"
 
 
@@ -101,7 +101,7 @@ def select_split(dataset: EvalDataset, split: str) -> EvalDataset:
         raise DatasetError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     if split == "all":
         return dataset
-    items = [item for item in dataset.items if split_of(item.doc) == split]
+    items = [item for item in dataset.items if split_of(item.doc_id) == split]
     return EvalDataset(name=dataset.name, root=dataset.root, items=items)
 
 
@@ -127,7 +127,7 @@ def parse_item(row: dict[str, Any], where: str) -> QAItem:
     known = set(_REQUIRED) | {"answer_format", "evidence_valid"}
     return QAItem(
         qid=str(row["qid"]),
-        doc=str(row["doc"]),
+        doc_id=str(row["doc"]),
         question=str(row["question"]),
         answer=str(row["answer"]),
         evidence_pages=tuple(sorted(set(pages))),
@@ -182,7 +182,7 @@ def load_dataset(
             break
     dataset = EvalDataset(name=root.name, root=root, items=items)
     if check_pdfs:
-        absent = [doc for doc in dataset.docs if not dataset.pdf_path(doc).is_file()]
+        absent = [d for d in dataset.doc_ids if not dataset.pdf_path(d).is_file()]
         if absent:
             raise DatasetError(
                 f"{dataset.pdf_dir}: {len(absent)} PDF(s) named in {qa} are absent, e.g. {absent[0]}"

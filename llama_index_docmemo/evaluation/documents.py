@@ -41,15 +41,15 @@ class DocumentScores:
 
 
 def document_scores(run: QuestionRun, item: QAItem) -> DocumentScores:
-    """The document-level metrics of ``run`` on ``item`` (gold: ``item.doc``, ``item.gold``)."""
+    """The document-level metrics of ``run`` on ``item`` (gold: ``item.doc_id``, ``item.gold``)."""
     first = run.reads[0] if run.reads else []
     order = run.order
     gold = set(item.gold)
     to_first = next((i for i, ref in enumerate(order) if ref in gold), None)
     return DocumentScores(
-        right_document_round1=any(ref.doc_id == item.doc for ref in first),
+        right_document_round1=any(ref.doc_id == item.doc_id for ref in first),
         documents_read=len({ref.doc_id for ref in order}),
-        document_f1=f1({ref.doc_id for ref in run.useful}, {item.doc}),
+        document_f1=f1({ref.doc_id for ref in run.useful}, {item.doc_id}),
         page_f1=f1(set(run.useful), gold),
         pages_to_first_gold=to_first,
     )

@@ -58,7 +58,7 @@ def gold_boxes(item: QAItem, page_size: Callable[[PageRef], tuple[float, float]]
     """The question's gold boxes in points; ``page_size`` gives a page's (width, height)."""
     out: list[GoldBox] = []
     for box in item.extra.get("evidence_bboxes") or []:
-        ref = PageRef(item.doc, int(box["page"]))
+        ref = PageRef(item.doc_id, int(box["page"]))
         out.append(GoldBox(ref, to_points(box["bbox"], box.get("page_size"), page_size(ref))))
     return out
 

@@ -28,7 +28,7 @@ from llama_index_docmemo.evaluation.metrics import (
     QuestionRun,
     is_unanswerable_answer,
 )
-from llama_index_docmemo.evidence.figures import number_values, values_match
+from llama_index_docmemo.evidence.matching import number_values, values_match
 
 if TYPE_CHECKING:
     from llama_index.core.evaluation import EvaluationResult

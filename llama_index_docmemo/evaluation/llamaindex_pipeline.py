@@ -80,10 +80,10 @@ def chunk_retriever(
 def pdf_documents(pdf_dir: Path) -> PageDocuments:
     """Pages as ``PyMuPDFReader`` reads them (text layer only)."""
 
-    def load(doc: str) -> list[Document]:
+    def load(doc_id: str) -> list[Document]:
         from llama_index.readers.file import PyMuPDFReader
 
-        return PyMuPDFReader().load_data(pdf_dir / doc)
+        return PyMuPDFReader().load_data(pdf_dir / doc_id)
 
     return load
 
@@ -91,13 +91,13 @@ def pdf_documents(pdf_dir: Path) -> PageDocuments:
 def store_documents(store: PageStore) -> PageDocuments:
     """Pages as the page store holds them (OCR text for image-only pages), same metadata keys."""
 
-    def load(doc: str) -> list[Document]:
+    def load(doc_id: str) -> list[Document]:
         from llama_index.core.schema import Document
 
-        schema = store.get_schema(doc)
+        schema = store.get_schema(doc_id)
         if schema is None:
-            raise ValueError(f"document {doc!r} is not in the page store")
-        refs = [PageRef(doc, page) for page in range(1, schema.n_pages + 1)]
+            raise ValueError(f"document {doc_id!r} is not in the page store")
+        refs = [PageRef(doc_id, page) for page in range(1, schema.n_pages + 1)]
         return [
             Document(
                 text=record.text,
@@ -107,7 +107,7 @@ def store_documents(store: PageStore) -> PageDocuments:
                     "total_pages": schema.n_pages,
                 },
             )
-            for record in store.get_pages(refs, PageFilter(doc_ids=(doc,)))
+            for record in store.get_pages(refs, PageFilter(doc_ids=(doc_id,)))
         ]
 
     return load
@@ -140,12 +140,12 @@ class StockLlamaIndexEngine(EvalEngine):
         self.lexical = name.startswith("llamaindex-topk")
         self._docs: dict[str, tuple[dict[int, str], BaseRetriever | None]] = {}
 
-    def _load(self, doc: str) -> tuple[dict[int, str], BaseRetriever | None]:
-        if doc in self._docs:
-            return self._docs[doc]
+    def _load(self, doc_id: str) -> tuple[dict[int, str], BaseRetriever | None]:
+        if doc_id in self._docs:
+            return self._docs[doc_id]
         from llama_index.core.node_parser import SentenceSplitter
 
-        documents = self.documents(doc)
+        documents = self.documents(doc_id)
         page_text = {int(d.metadata["source"]): d.get_content() for d in documents}
         nodes = SentenceSplitter().get_nodes_from_documents(documents)
         for position, node in enumerate(nodes):
@@ -155,12 +155,12 @@ class StockLlamaIndexEngine(EvalEngine):
             if nodes
             else None
         )
-        self._docs[doc] = (page_text, retriever)
-        return self._docs[doc]
+        self._docs[doc_id] = (page_text, retriever)
+        return self._docs[doc_id]
 
     def ranked_pages(self, item: QAItem) -> list[int]:
         """The pages this pipeline reads for ``item``, in order."""
-        _, retriever = self._load(item.doc)
+        _, retriever = self._load(item.doc_id)
         if retriever is None:
             return []
         found: list[NodeWithScore] = retriever.retrieve(item.question)
@@ -173,10 +173,10 @@ class StockLlamaIndexEngine(EvalEngine):
     def run(self, item: QAItem, reasoner: Reasoner) -> EngineOutput:
         start = time.perf_counter()
         pages = self.ranked_pages(item)
-        page_text, _ = self._load(item.doc)
+        page_text, _ = self._load(item.doc_id)
         if not pages:
             return EngineOutput(QuestionRun(self.name, item.qid, reads=[[]], status="no_text"))
-        refs = [PageRef(item.doc, page) for page in pages]
+        refs = [PageRef(item.doc_id, page) for page in pages]
         with counting_llm_calls() as tally:
             feedback = reasoner.reason(
                 ReasoningInput(

@@ -44,13 +44,13 @@ def run_from_json(row: Mapping[str, Any]) -> QuestionRun:
     return QuestionRun(
         engine=row["engine"],
         qid=row["qid"],
-        reads=[[PageRef(doc, int(page)) for doc, page in round_] for round_ in row["reads"]],
+        reads=[[PageRef(doc_id, int(page)) for doc_id, page in round_] for round_ in row["reads"]],
         answer=row.get("answer"),
         status=row.get("status", ""),
         stop_reason=row.get("stop_reason", ""),
         llm_calls=int(row.get("llm_calls", 0)),
         seconds=float(row.get("seconds", 0.0)),
-        useful=[PageRef(doc, int(page)) for doc, page in row.get("useful", [])],
+        useful=[PageRef(doc_id, int(page)) for doc_id, page in row.get("useful", [])],
     )
 
 

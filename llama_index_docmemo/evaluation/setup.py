@@ -39,7 +39,7 @@ def ensure_indexed(
     """
     from llama_index_docmemo.indexing import DocumentIndexer
 
-    paths = [dataset.pdf_path(doc) for doc in dataset.docs]
+    paths = [dataset.pdf_path(d) for d in dataset.doc_ids]
     return DocumentIndexer(store, encoder).index_paths(
         paths, root=dataset.pdf_dir, progress=progress
     )

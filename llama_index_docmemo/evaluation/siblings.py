@@ -58,21 +58,21 @@ def sibling_count(
 ) -> SiblingCount:
     """Count over the page-scored ``items`` against ``pages``: each document's ``(page,
     text)`` pairs."""
-    figures = {doc: {page: page_figures(text) for page, text in ps} for doc, ps in pages.items()}
+    figures = {d: {page: page_figures(text) for page, text in ps} for d, ps in pages.items()}
     scored = [item for item in items if item.scored_on_pages]
     decidable = 0
     elsewhere: dict[str, str] = {}
     for item in scored:
-        own = figures.get(item.doc, {})
+        own = figures.get(item.doc_id, {})
         gold = [own.get(page, frozenset()) for page in item.evidence_pages]
         if not all(len(g) >= MIN_FIGURES for g in gold):
             continue
         decidable += 1
         other = next(
             (
-                doc
-                for doc, by_page in figures.items()
-                if doc != item.doc and _reprints(gold, list(by_page.values()))
+                doc_id
+                for doc_id, by_page in figures.items()
+                if doc_id != item.doc_id and _reprints(gold, list(by_page.values()))
             ),
             None,
         )

@@ -207,7 +207,7 @@ def document_table(documents: Sequence[DocumentBelief]) -> str:
     if not documents:
         return ""
     rows = "".join(
-        f"<tr><td>{_e(d.doc)}</td><td>{d.mean:.2f}</td>"
+        f"<tr><td>{_e(d.doc_id)}</td><td>{d.mean:.2f}</td>"
         f"<td>Beta({d.alpha:.2f}, {d.beta:.2f})</td><td>{d.pages}</td></tr>"
         for d in sorted(documents, key=lambda d: -d.mean)
     )
@@ -235,7 +235,7 @@ def write_answer_html(path: Path, result: DocMemoResult) -> None:
         str(n.node.metadata["doc_id"]): str(n.node.metadata["source"]) for n in result.source_nodes
     }
     trace = result.trace
-    evidence = [(PageRef(e.doc, e.page), e.score) for e in trace.evidence]
+    evidence = [(PageRef(e.doc_id, e.page), e.score) for e in trace.evidence]
     documents = trace.rounds[-1].documents if trace.rounds else []
     page = render_answer_html(
         trace.question, result.answer, trace.citations, sources, evidence, documents

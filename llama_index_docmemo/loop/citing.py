@@ -15,14 +15,15 @@ from typing import TYPE_CHECKING
 
 from llama_index.core.schema import NodeWithScore
 
-from llama_index_docmemo.evidence.abstention import abstention_reason, not_found_text
 from llama_index_docmemo.evidence.boxes import BoxRequest, locate_boxes
 from llama_index_docmemo.evidence.citations import (
     Citation,
     CropText,
     PageText,
+    abstention_reason,
     answer_suffix,
     cite,
+    not_found_text,
     with_markers,
 )
 from llama_index_docmemo.nodes import is_page, node_ref

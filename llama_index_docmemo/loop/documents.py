@@ -144,7 +144,7 @@ def document_trace(state: QueryState) -> list[DocumentBelief]:
     ranked = sorted(beliefs, key=lambda d: (-memory.mean(d), d))
     return [
         DocumentBelief(
-            doc=d, alpha=beliefs[d][0], beta=beliefs[d][1], pages=documents.allotted.get(d, 0)
+            doc_id=d, alpha=beliefs[d][0], beta=beliefs[d][1], pages=documents.allotted.get(d, 0)
         )
         for d in ranked
     ]

@@ -153,12 +153,12 @@ def build_result(
         error=state.error,
         rounds=list(state.rounds),
         pages_read=[
-            PageRead(doc=r.doc_id, page=r.page, round=episodic.round_of(r) or 0)
+            PageRead(doc_id=r.doc_id, page=r.page, round=episodic.round_of(r) or 0)
             for r in episodic.pages_read
         ],
         evidence=[
             PageScore(
-                doc=str(n.node.metadata["doc_id"]),
+                doc_id=str(n.node.metadata["doc_id"]),
                 page=int(n.node.metadata["page"]),
                 score=n.score or 0.0,
             )
@@ -207,7 +207,7 @@ def unread_candidates(state: QueryState) -> list[NodeWithScore]:
         return []
     nodes = []
     for chosen in sorted(state.rounds[0].selected, key=lambda s: -s.score):
-        record = state.records.get(PageRef(chosen.doc, chosen.page))
+        record = state.records.get(PageRef(chosen.doc_id, chosen.page))
         if record is not None:
             node = page_node(record)
             node.metadata["unread"] = True
@@ -230,7 +230,7 @@ def round_trace(
     record = FeedbackRecord.of(feedback, dropped) if feedback is not None else None
     watched = dict.fromkeys(
         [r.ref for r in selection.pages]
-        + [PageRef(c.doc, c.page) for c in selection.candidates]
+        + [PageRef(c.doc_id, c.page) for c in selection.candidates]
         + beliefs.informed_refs()
     )
     return RoundTrace(
@@ -239,7 +239,7 @@ def round_trace(
         lam=selection.lam,
         candidates=selection.candidates,
         selected=[
-            PageScore(doc=r.doc_id, page=r.page, score=s)
+            PageScore(doc_id=r.doc_id, page=r.page, score=s)
             for r, s in zip(selection.pages, selection.scores, strict=True)
         ],
         crops=crops,
@@ -261,5 +261,5 @@ def belief_states(beliefs: PageBeliefMemory, refs: list[PageRef]) -> list[Belief
     for ref in refs:
         if ref in beliefs:
             a, b = beliefs.get(ref)
-            out.append(BeliefState(doc=ref.doc_id, page=ref.page, alpha=a, beta=b))
+            out.append(BeliefState(doc_id=ref.doc_id, page=ref.page, alpha=a, beta=b))
     return out

@@ -347,7 +347,7 @@ def choose(
             len(pool),
         )
     candidates = [
-        PageScore(doc=h.record.doc_id, page=h.record.page, score=float(s))
+        PageScore(doc_id=h.record.doc_id, page=h.record.page, score=float(s))
         for h, s in zip(hits, scores, strict=True)
     ]
     state = replace(

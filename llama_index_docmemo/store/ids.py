@@ -77,8 +77,3 @@ def document_point_id(tenant: str | None, doc_id: str) -> str:
 def journal_point_id(doc_key: str) -> str:
     """The write-ahead note of a document being written or deleted (absent when at rest)."""
     return str(uuid.uuid5(NAMESPACE, f"journal\x00{doc_key}"))
-
-
-def legacy_document_point_id(doc_id: str) -> str:
-    """Layout 1's record id (doc id alone), read only to migrate a 0.1.0 store."""
-    return str(uuid.uuid5(NAMESPACE, f"document\x00{doc_id}"))

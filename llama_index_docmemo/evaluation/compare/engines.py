@@ -85,7 +85,7 @@ class DocMemoEngine(CompareEngine):
         return EngineReply(
             answer=str(response.response or ""),
             cited=_unique([node_ref(n) for n in response.source_nodes if is_page(n)]),
-            read=_unique([PageRef(p.doc, p.page) for p in trace.pages_read]),
+            read=_unique([PageRef(p.doc_id, p.page) for p in trace.pages_read]),
             trace=trace,
         )
 

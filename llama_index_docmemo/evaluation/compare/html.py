@@ -129,7 +129,7 @@ def _answer_card(
         body = f'<p class="error">{_e(record.error)}</p>'
     else:
         body = f'<p class="text">{marked_answer(record.answer, record.citations)}</p>'
-    read = ", ".join(f"{p.doc} p.{p.page}" for p in record.read_pages) or "none"
+    read = ", ".join(f"{p.doc_id} p.{p.page}" for p in record.read_pages) or "none"
     usage = (
         f" ({record.requests_without_usage} counted by the tokenizer)"
         if record.requests_without_usage

@@ -214,7 +214,7 @@ def question_lines(question: Question, records: Sequence[AnswerRecord]) -> list[
     for r in records:
         answer = f"ERROR: {r.error}" if r.error else r.answer
         figures = ", ".join(map(_figure_cell, r.figures)) or "—"
-        cited = ", ".join(f"{p.doc} p.{p.page}" for p in r.cited_pages) or "—"
+        cited = ", ".join(f"{p.doc_id} p.{p.page}" for p in r.cited_pages) or "—"
         lines.append(
             f"| {_cell(r.engine)} | {_cell(answer)} | {_cell(verdict_text(r))} | {_cell(figures)} | "
             f"{_cell(cited)} | {r.llm_calls} / {r.prompt_tokens}+{r.completion_tokens} / "

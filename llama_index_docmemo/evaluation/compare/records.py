@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from llama_index_docmemo.evidence.citations import Citation
-from llama_index_docmemo.trace import QueryTrace
+from llama_index_docmemo.trace import DocId, QueryTrace
 from llama_index_docmemo.types import PageRef
 
 RESULTS = "results.jsonl"
@@ -26,16 +26,16 @@ VERDICTS = "judgements.jsonl"
 
 
 class PageCitation(BaseModel):
-    doc: str
+    doc_id: DocId
     page: int
 
     @classmethod
     def of(cls, ref: PageRef) -> PageCitation:
-        return cls(doc=ref.doc_id, page=ref.page)
+        return cls(doc_id=ref.doc_id, page=ref.page)
 
     @property
     def ref(self) -> PageRef:
-        return PageRef(self.doc, self.page)
+        return PageRef(self.doc_id, self.page)
 
 
 class AnswerRecord(BaseModel):

@@ -40,11 +40,11 @@ def write_reports(
     totals = compare_totals(by_engine, DOCMEMO)
     sources = {s.doc_id: s.source for s in store.list_documents(PageFilter())}
 
-    def thumbnail_for(doc: str, page: int, boxes: Sequence[Box]) -> Thumbnail | None:
-        source = sources.get(doc)
+    def thumbnail_for(doc_id: str, page: int, boxes: Sequence[Box]) -> Thumbnail | None:
+        source = sources.get(doc_id)
         if not source:
             return None
-        return render_thumbnail(source, doc, page, boxes, out / THUMBNAILS)
+        return render_thumbnail(source, doc_id, page, boxes, out / THUMBNAILS)
 
     (out / "report.md").write_text(
         render_markdown(meta, totals, questions, by_question), encoding="utf-8"

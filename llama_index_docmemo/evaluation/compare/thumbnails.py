@@ -28,19 +28,19 @@ class Thumbnail:
     height: int
 
 
-def _file_name(doc: str, page: int, boxes: Sequence[Box]) -> str:
-    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", doc)[:60]
+def _file_name(doc_id: str, page: int, boxes: Sequence[Box]) -> str:
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", doc_id)[:60]
     drawn = sorted(tuple(round(v, 2) for v in box) for box in boxes)
-    digest = hashlib.sha256(repr((doc, page, drawn)).encode()).hexdigest()[:10]
+    digest = hashlib.sha256(repr((doc_id, page, drawn)).encode()).hexdigest()[:10]
     return f"{stem}-p{page}-{digest}.png"
 
 
 def render_thumbnail(
-    source: str | Path, doc: str, page: int, boxes: Sequence[Box], out_dir: Path
+    source: str | Path, doc_id: str, page: int, boxes: Sequence[Box], out_dir: Path
 ) -> Thumbnail | None:
     """Page ``page`` of the PDF at ``source`` with ``boxes`` (PDF points) drawn, written into
     ``out_dir`` (once); None when the page cannot be rendered."""
-    name = _file_name(doc, page, boxes)
+    name = _file_name(doc_id, page, boxes)
     target = out_dir / name
     try:
         if target.is_file():
