@@ -245,10 +245,10 @@ class TwoStageRanking(FirstRoundRanking):
         depth = run_steps(levers.depth(scope))
         hits = run_steps(levers.search(query, scope, depth, limit))
         docs = tuple(sorted({h.record.doc_id for h in hits}))
-        schemas = self.store.list_documents(replace(scope, doc_ids=docs)) if docs else []
-        cards = run_steps(levers.cards(schemas, hits, scope))
+        stored = self.store.list_cards(replace(scope, doc_ids=docs)) if docs else []
+        cards = [s.card for s in stored]
         scores = document_scores(
-            hit_scores(hits), card_scores(item.question, cards.values()), settings.card_weight
+            hit_scores(hits), card_scores(item.question, cards), settings.card_weight
         )
         return sorted(scores, key=lambda d: (-scores[d], d))
 

@@ -281,7 +281,7 @@ class DocMemoLoop:
 
     def _document_stage(self, query: str, embedding: QueryEmbedding) -> Steps[list[PageHit]]:
         """The round's search over the whole scope (``document_search_pages`` deep, once a
-        query text), its new documents' schemas and cards, their priors; returns the page
+        query text), its new documents' schemas and stored cards, their priors; returns the page
         candidates (``candidates`` best). On round 1 it decides whether the candidates span
         documents: with one, the loop stays the per-document one and this returns nothing."""
         wide = self.scope_hits.get(query)
@@ -292,7 +292,8 @@ class DocMemoLoop:
                 depth = self.searches.depth = yield from self.parts.levers.depth(self.scope)
             limit = max(self.config.selection.candidates, settings.document_search_pages)
             found = yield from self.parts.levers.search(embedding, self.scope, depth, limit)
-            new = (yield from self._load_schemas(found)) if found else []
+            if found:
+                yield from self._load_cards(found)
             wide = self.scope_hits[query] = self._pinned(found)
             if self.documents is None:
                 if len({h.record.doc_id for h in wide}) < 2:
@@ -300,16 +301,22 @@ class DocMemoLoop:
                 self.documents = DocumentBeliefMemory(
                     settings.document_prior_strength, settings.document_irrelevant_weight
                 )
-            if new:
-                yield from self._add_cards(new, wide)
             pages = hit_scores(wide)
             self.documents.add(document_scores(pages, self.card_match, settings.card_weight))
         return wide[: self.config.selection.candidates]
 
-    def _add_cards(self, schemas: list[DocumentSchema], hits: list[PageHit]) -> Steps[None]:
-        """The question's card match of every document seen so far (a word's weight depends
-        on how many cards carry it, so all are scored again when documents are added)."""
-        self.cards.update((yield from self.parts.levers.cards(schemas, hits, self.scope)))
+    def _load_cards(self, hits: list[PageHit]) -> Steps[None]:
+        """The schemas and cards of the hits' documents not seen before, read together in one
+        request (the card is of the version pinned), then the question's card match of every
+        document seen so far (a word's weight depends on how many cards carry it, so all are
+        scored again when documents are added)."""
+        store = self.parts.store
+        new = self._new_documents(hits)
+        if not new.doc_ids:
+            return
+        stored = yield either(store.list_cards, store.alist_cards, new)
+        self._add_schemas([s.schema for s in stored])
+        self.cards.update((s.schema.doc_id, s.card) for s in stored)
         self.card_match = card_scores(self.question, self.cards.values())
 
     def _document_candidates(self, query: str, embedding: QueryEmbedding, k: int) -> Steps[None]:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from llama_index_docmemo.encoders.lexical import Bm25Lexical
 from llama_index_docmemo.errors import StoreError
-from llama_index_docmemo.levers.document_stage import DocumentCard, card_fields, naming_keys
+from llama_index_docmemo.levers.document_stage import DocumentCard, card_fields, make_card
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store.branch_fusion import fuse_branches
@@ -70,14 +70,20 @@ def card_text(schema: DocumentSchema, pages: Sequence[PageRecord]) -> tuple[str,
     return card_fields(schema, text, metadata)
 
 
-def card_payload(head: str, body: str) -> dict[str, list[str]]:
+def built_card(schema: DocumentSchema, pages: Sequence[PageRecord]) -> StoredCard:
+    """The card of a document made from its schema and pages, as a write stores it (a store
+    that keeps no cards makes them so when asked)."""
+    return StoredCard(schema, make_card(schema.doc_id, *card_text(schema, pages)))
+
+
+def card_payload(card: DocumentCard) -> dict[str, list[str]]:
     """The card's match keys as stored under :data:`CARD` (sorted: one payload per card)."""
-    head_keys = naming_keys(head)
-    return {"head": sorted(head_keys), "body": sorted(naming_keys(body) - head_keys)}
+    return {"head": sorted(card.head), "body": sorted(card.body - card.head)}
 
 
-def card_sparse(head: str, body: str) -> SparseVector | None:
+def card_sparse(schema: DocumentSchema, pages: Sequence[PageRecord]) -> SparseVector | None:
     """The card text's BM25 vector (None for a card without words)."""
+    head, body = card_text(schema, pages)
     vector = _bm25().embed_page(f"{head}\n{body}")
     return vector if vector.indices else None
 
@@ -103,20 +109,11 @@ def with_card(
     """The document's record point carrying its card: the card's keys in the payload, the
     ``dense`` vectors (the first page's: :func:`first_page_vectors`) and, ``lexical`` (the
     store has lexical vectors), the card text's BM25 vector."""
-    head, body = card_text(schema, pages)
     return replace(
         record,
         dense=dict(dense),
-        sparse=card_sparse(head, body) if lexical else None,
-        payload={**record.payload, CARD: card_payload(head, body)},
-    )
-
-
-def built_card(schema: DocumentSchema, pages: Sequence[PageRecord]) -> StoredCard:
-    """The card of a document as a write stores it, made from its schema and pages (a store
-    that keeps no cards makes them so when asked)."""
-    return card_from_payload(
-        {"schema": schema.model_dump_json(), CARD: card_payload(*card_text(schema, pages))}
+        sparse=card_sparse(schema, pages) if lexical else None,
+        payload={**record.payload, CARD: card_payload(built_card(schema, pages).card)},
     )
 
 
