@@ -45,6 +45,7 @@ from llama_index_docmemo.levers.document_stage import card_scores, document_scor
 from llama_index_docmemo.levers.rounds import RoundLevers
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.step_runtime import run
+from llama_index_docmemo.store.cards import CARD, card_payload
 from llama_index_docmemo.store.factory import open_store
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.types import PageInput, PageRecord, PageRef
@@ -162,7 +163,7 @@ def measure(store, encoder, corpus: list[Filing], n_queries: int, seed: int = 1)
         best_cards = store.search_cards(embedding, limit=10, page_filter=scope)
         times["cards"].append(time.perf_counter() - started)
         payloads = [h.record.__dict__ for h in hits]
-        payloads += [{"schema": s.schema.model_dump(), "card": s.card} for s in stored]
+        payloads += [{"schema": s.schema.model_dump(), CARD: card_payload(s.card)} for s in stored]
         read.append(_json_bytes(payloads))
         top1 += max(scores, key=lambda d: (scores[d], d)) == filing.doc_id
         card_top1 += bool(best_cards) and best_cards[0][0].schema.doc_id == filing.doc_id

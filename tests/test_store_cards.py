@@ -16,6 +16,7 @@ import pytest
 from fakes_docmemo import BagOfWordsEncoder
 
 from llama_index_docmemo.encoders.lexical import Bm25Lexical
+from llama_index_docmemo.evaluation.caching import MemoStore
 from llama_index_docmemo.levers.document_stage import naming_keys
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store import EdgePageStore, PageStore, QdrantClientPageStore, ids
@@ -189,3 +190,17 @@ def test_recovery_keeps_the_cards_vectors(store: PageStore) -> None:
     best = store.search_cards(dense_only, limit=1, page_filter=PageFilter())
     assert found(best) == ["a1b2c3d4.pdf"]
     assert keys("Boeing") <= best[0][0].card.keys
+
+
+class _NoCards(MemoStore):
+    """A store that keeps no cards: the ``PageStore`` default makes them when asked."""
+
+    list_cards = PageStore.list_cards
+
+
+def test_a_store_without_cards_makes_the_same_cards_from_schemas_and_first_pages(
+    store: PageStore,
+) -> None:
+    scope = PageFilter()
+    assert _NoCards(store).list_cards(scope) == store.list_cards(scope)
+    assert _NoCards(store).list_cards(PageFilter(doc_ids=())) == []

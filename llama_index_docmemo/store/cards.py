@@ -40,8 +40,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 CARD = "card"
-"""The record's payload key holding the card: ``{"head": [keys], "body": [keys]}`` (a body key
-that is also a head key is stored once, in the head)."""
+"""The record's payload key holding the card: ``{"head": [keys], "body": [keys]}``."""
 
 CARD_FIELDS = ("schema", CARD)
 """What a card read fetches of a record (the card and its schema, nothing else)."""
@@ -78,7 +77,7 @@ def built_card(schema: DocumentSchema, pages: Sequence[PageRecord]) -> StoredCar
 
 def card_payload(card: DocumentCard) -> dict[str, list[str]]:
     """The card's match keys as stored under :data:`CARD` (sorted: one payload per card)."""
-    return {"head": sorted(card.head), "body": sorted(card.body - card.head)}
+    return {"head": sorted(card.head), "body": sorted(card.body)}
 
 
 def card_sparse(schema: DocumentSchema, pages: Sequence[PageRecord]) -> SparseVector | None:
@@ -128,7 +127,7 @@ def card_from_payload(payload: Mapping[str, Any]) -> StoredCard:
         )
     head = frozenset(str(k) for k in card.get("head") or ())
     body = frozenset(str(k) for k in card.get("body") or ())
-    return StoredCard(schema, DocumentCard(schema.doc_id, head, body | head))
+    return StoredCard(schema, DocumentCard(schema.doc_id, head, body))
 
 
 def _route(page_filter: PageFilter | None) -> str | None:
