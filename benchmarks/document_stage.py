@@ -12,7 +12,8 @@ the package's own store and encoder (Qdrant Edge on disk, the default CPU encode
 - ``stage``: p50 / p95 of the document stage (wide search, schemas and cards, scores) on a new
   engine (nothing is kept between questions), and ``added``: the per-query difference to the
   search;
-- ``bytes``: the payload the stage reads per query (JSON of the hits, schemas and cards);
+- ``bytes``: the payload the stage reads per query (JSON of the hits, schemas and cards), and
+  of the schemas and cards alone;
 - ``top1``: how often the named document scores first (a synthetic check of the cards: every
   question names its company and fiscal year, siblings of the same company share names);
 - ``card search``: p50 of ``search_cards`` (the 10 best cards for the question: dense and
@@ -142,7 +143,7 @@ def measure(store, encoder, corpus: list[Filing], n_queries: int, seed: int = 1)
     depth = run(levers.depth(scope))
     limit = max(config.selection.candidates, config.documents.document_search_pages)
     times: dict[str, list[float]] = {"search": [], "stage": [], "cards": []}
-    read, top1, card_top1 = [], 0, 0
+    read, cards_read, top1, card_top1 = [], [], 0, 0
     for filing in chosen:
         question = f"What were {filing.company}'s capital expenditures in FY{filing.year}?"
         embedding = encoder.encode_query(question)
@@ -162,9 +163,9 @@ def measure(store, encoder, corpus: list[Filing], n_queries: int, seed: int = 1)
         started = time.perf_counter()
         best_cards = store.search_cards(embedding, limit=10, page_filter=scope)
         times["cards"].append(time.perf_counter() - started)
-        payloads = [h.record.__dict__ for h in hits]
-        payloads += [{"schema": s.schema.model_dump(), CARD: card_payload(s.card)} for s in stored]
-        read.append(_json_bytes(payloads))
+        records = [{"schema": s.schema.model_dump(), CARD: card_payload(s.card)} for s in stored]
+        read.append(_json_bytes([h.record.__dict__ for h in hits]) + _json_bytes(records))
+        cards_read.append(_json_bytes(records))
         top1 += max(scores, key=lambda d: (scores[d], d)) == filing.doc_id
         card_top1 += bool(best_cards) and best_cards[0][0].schema.doc_id == filing.doc_id
 
@@ -182,6 +183,7 @@ def measure(store, encoder, corpus: list[Filing], n_queries: int, seed: int = 1)
         * float(np.median([b - a for a, b in zip(times["search"], times["stage"], strict=True)])),
         "card_search_p50_ms": ms("cards", 0.5),
         "bytes_p50": int(statistics.median(read)),
+        "card_bytes_p50": int(statistics.median(cards_read)),
         "top1": top1 / len(chosen),
         "card_search_top1": card_top1 / len(chosen),
     }
@@ -210,7 +212,8 @@ def main() -> None:
             f"{row['documents']:>6} documents ({row['pages']} pages, built in {built:.0f} s): "
             f"search p50 {row['search_p50_ms']:.1f} ms (p95 {row['search_p95_ms']:.1f}); "
             f"document stage p50 {row['stage_p50_ms']:.1f} ms (p95 {row['stage_p95_ms']:.1f}), "
-            f"added p50 {row['added_p50_ms']:.1f} ms; read {row['bytes_p50'] / 1024:.0f} KB; "
+            f"added p50 {row['added_p50_ms']:.1f} ms; read {row['bytes_p50'] / 1024:.0f} KB "
+            f"({row['card_bytes_p50'] / 1024:.0f} KB of schemas and cards); "
             f"named document first {100 * row['top1']:.0f}%; card search p50 "
             f"{row['card_search_p50_ms']:.1f} ms, named document first "
             f"{100 * row['card_search_top1']:.0f}%",
