@@ -172,3 +172,21 @@ async def test_the_async_loop_weighs_documents_as_the_sync_one(stores) -> None:
     asynchronous = await engine.arun(question)
     assert _trace(asynchronous) == _trace(sync)
     assert asynchronous.trace.rounds[0].documents[0].doc_id == "ACME_2023_10K.pdf"
+
+
+def test_the_document_stage_reads_schemas_and_cards_in_one_request(stores, monkeypatch) -> None:
+    """The cards are the store's (written with each document at ingest): round 1 reads the
+    candidates' schemas and cards together, one request, and no first pages."""
+    store = stores()
+    calls = StoreCalls(monkeypatch, store, "list_cards", "list_documents", "get_pages")
+    result = _run(store, GOLD, rounds=1)
+    assert result.trace.rounds[0].documents[0].doc_id == "ACME_2023_10K.pdf"
+    ((kwargs, stored),) = calls.calls["list_cards"]
+    assert sorted(s.schema.doc_id for s in stored) == [
+        "ACME_2023_10K.pdf",
+        "GLOBEX_2023_10K.pdf",
+        "INITECH_2023_10K.pdf",
+    ]
+    assert calls.count("list_documents") == 0
+    read = {r.ref for _, records in calls.calls["get_pages"] for r in records}
+    assert not read & {PageRef("GLOBEX_2023_10K.pdf", 1), PageRef("INITECH_2023_10K.pdf", 1)}

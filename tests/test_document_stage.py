@@ -24,7 +24,9 @@ COVER = (
 
 def _card(doc_id: str, company: str, year: int, form: str = "10-K", title: str = ""):  # noqa: ANN202
     schema = DocumentSchema(doc_id=doc_id, doc_version="v1", n_pages=100, title=title)
-    return make_card(schema, COVER.format(form=form, year=year, company=company))
+    return make_card(
+        doc_id, *card_fields(schema, COVER.format(form=form, year=year, company=company))
+    )
 
 
 FILINGS = [

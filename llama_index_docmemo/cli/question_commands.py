@@ -143,7 +143,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(round_line(rnd))
     for citation in trace.citations:
         if citation.how == "computed":
-            print(f"  cites {citation.text!r}: computed from the cited figures ({citation.computed})")
+            print(
+                f"  cites {citation.text!r}: computed from the cited figures ({citation.computed})"
+            )
             continue
         where = f"{citation.doc_id} p.{citation.page}" if citation.verified else "no page read"
         box = f" box {[round(v) for v in citation.bbox]}" if citation.bbox else ""
@@ -157,7 +159,16 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 CITATION_KEYS = (
-    "text", "doc_id", "page", "bbox", "quote", "verified", "how", "kind", "box_from", "computed"
+    "text",
+    "doc_id",
+    "page",
+    "bbox",
+    "quote",
+    "verified",
+    "how",
+    "kind",
+    "box_from",
+    "computed",
 )
 
 

@@ -125,7 +125,9 @@ def _print(outcome: DemoOutcome, trace: Any, out: Callable[[str], None]) -> None
     evidence = ", ".join(str(p) for p in q.evidence_pages)
     found = "all read" if outcome.found_all_evidence else "not all read"
     out(f"A: {outcome.answer}")
-    out(f"   expected: {q.answer} (evidence pages {evidence}: {found}; stop: {outcome.stop_reason})")
+    out(
+        f"   expected: {q.answer} (evidence pages {evidence}: {found}; stop: {outcome.stop_reason})"
+    )
     out(f"   answer page (citations, evidence pages): {outcome.html}")
 
 

@@ -252,9 +252,8 @@ class TwoStageRanking(FirstRoundRanking):
         depth = run_steps(levers.depth(scope))
         hits = run_steps(levers.search(query, scope, depth, limit))
         docs = tuple(sorted({h.record.doc_id for h in hits}))
-        schemas = self.store.list_documents(replace(scope, doc_ids=docs)) if docs else []
-        cards = run_steps(levers.cards(schemas, hits, scope))
-        matches = card_scores(item.question, cards.values())
+        stored = self.store.list_cards(replace(scope, doc_ids=docs)) if docs else []
+        matches = card_scores(item.question, [s.card for s in stored])
         if len(docs) > 1 and card_lead(matches, settings.documents_per_round) < settings.card_lead:
             return None
         scores = document_scores(hit_scores(hits), matches, settings.card_weight)

@@ -17,6 +17,7 @@ from llama_index_docmemo.encoders.base import PageEncoder
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store.base import PageStore
+from llama_index_docmemo.store.cards import StoredCard
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.types import (
     PageEmbedding,
@@ -72,6 +73,7 @@ class MemoStore(PageStore):
         self._schemas: dict[tuple[str | None, str], DocumentSchema | None] = {}
         self._listings: dict[PageFilter | None, list[DocumentSchema]] = {}
         self._depths: dict[PageFilter | None, int] = {}
+        self._cards: dict[PageFilter | None, list[StoredCard]] = {}
 
     def upsert_document(
         self,
@@ -98,6 +100,11 @@ class MemoStore(PageStore):
         if page_filter not in self._listings:
             self._listings[page_filter] = self.inner.list_documents(page_filter)
         return list(self._listings[page_filter])
+
+    def list_cards(self, page_filter: PageFilter | None = None) -> list[StoredCard]:
+        if page_filter not in self._cards:
+            self._cards[page_filter] = self.inner.list_cards(page_filter)
+        return list(self._cards[page_filter])
 
     def search(
         self,

@@ -91,11 +91,10 @@ def card_fields(
     return _forms("\n".join(p for p in head if p)), _forms("\n".join(p for p in body if p))
 
 
-def make_card(
-    schema: DocumentSchema, first_page: str = "", metadata: Mapping[str, object] | None = None
-) -> DocumentCard:
-    head, body = card_fields(schema, first_page, metadata)
-    return DocumentCard(schema.doc_id, frozenset(naming_keys(head)), frozenset(naming_keys(body)))
+def make_card(doc_id: str, head: str, body: str) -> DocumentCard:
+    """The card of ``doc_id`` whose head and body text are ``head`` and ``body``
+    (:func:`card_fields`)."""
+    return DocumentCard(doc_id, frozenset(naming_keys(head)), frozenset(naming_keys(body)))
 
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9&'’.\-]*[A-Za-z0-9]|[A-Za-z0-9]")

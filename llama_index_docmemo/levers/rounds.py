@@ -1,11 +1,12 @@
 """The levers' one hook into the loop: a round's candidates, the question's prior, reference
-propagation after an update, the documents' cards.
+propagation after an update.
 
 Everything the levers decide lives in the pure modules of this package; this class only holds
 the store and encoder I/O they need, written as steps (``step_runtime.py``) so the loop runs it with
 sync or async I/O. Per-query state stays in the loop; what is kept here is the reference graph
-and the card of each document version as one scope sees it (bounded, keyed by the scope's caller
-and conditions, the document and its version), neither of which depends on the question.
+of each document version as one scope sees it (bounded, keyed by the scope's caller and
+conditions, the document and its version), which does not depend on the question. The
+documents' cards are the store's (``store/cards.py``), read with their schemas.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from llama_index_docmemo.config import LeverSettings, SelectionSettings
-from llama_index_docmemo.levers.document_stage import DocumentCard, make_card
 from llama_index_docmemo.levers.financial import statement_queries
 from llama_index_docmemo.levers.question_refs import labelled_pages, mentions_labels, named_pages
 from llama_index_docmemo.levers.ranking_fusion import fuse_rankings
@@ -29,12 +29,11 @@ from llama_index_docmemo.types import FieldGroup, PageHit, PageRecord, PageRef, 
 if TYPE_CHECKING:
     from llama_index_docmemo.encoders.base import PageEncoder
     from llama_index_docmemo.memory.belief import PageBeliefMemory
-    from llama_index_docmemo.memory.schema import DocumentSchema
     from llama_index_docmemo.store.base import PageStore
 
 GraphKey = tuple[str | None, tuple[str, ...], FieldGroup | None, str, str]
-"""(tenant, visible ACL groups, the scope's conditions, document id, version): a graph or a card
-holds only what its scope may read, so two scopes never share one."""
+"""(tenant, visible ACL groups, the scope's conditions, document id, version): a graph holds
+only what its scope may read, so two scopes never share one."""
 
 
 def _key(scope: PageFilter, doc_id: str, version: str) -> GraphKey:
@@ -61,7 +60,6 @@ class RoundLevers:
         encoder: encodes the levers' extra queries.
         levers / selection: the switches and the candidate search settings.
         graphs: reference graphs kept (least recently used are rebuilt when needed again).
-        cards: document cards kept, likewise.
     """
 
     def __init__(
@@ -72,14 +70,12 @@ class RoundLevers:
         selection: SelectionSettings,
         *,
         graphs: int = 256,
-        cards: int = 4096,
     ) -> None:
         self.store = store
         self.encoder = encoder
         self.levers = levers
         self.selection = selection
         self._graphs: BoundedMap[GraphKey, ReferenceGraph] = BoundedMap(graphs)
-        self._cards: BoundedMap[GraphKey, DocumentCard] = BoundedMap(cards)
 
     # -- candidates --------------------------------------------------------------------------
     def depth(self, scope: PageFilter) -> Steps[int]:
@@ -146,36 +142,6 @@ class RoundLevers:
             records.update({h.ref: h.record for h in hits if h.ref not in records})
         fused = fuse_rankings({h.ref: h.score for h in base}, others, levers.fusion_rule)
         return [PageHit(records[ref], score) for ref, score in fused.items()]
-
-    def cards(
-        self, schemas: Sequence[DocumentSchema], hits: Sequence[PageHit], scope: PageFilter
-    ) -> Steps[dict[str, DocumentCard]]:
-        """The cards of the documents of ``schemas`` (the document stage,
-        :mod:`.document_stage`), built once per document version and scope: the first pages
-        of those not built yet read from the store in one request (at the schema's version
-        only), the app's metadata from their best hit."""
-        keys = {s.doc_id: _key(scope, s.doc_id, s.doc_version) for s in schemas}
-        found = {d: card for d, key in keys.items() if (card := self._cards.get(key)) is not None}
-        missing = [s for s in schemas if s.doc_id not in found]
-        if not missing:
-            return found
-        store = self.store
-        refs = [PageRef(s.doc_id, 1) for s in missing]
-        version = {s.doc_id: s.doc_version for s in missing}
-        firsts = yield either(store.get_pages, store.aget_pages, refs, scope)
-        first_page = {r.doc_id: r.text for r in firsts if version[r.doc_id] == r.doc_version}
-        metadata: dict[str, dict] = {}
-        for hit in hits:
-            metadata.setdefault(hit.record.doc_id, hit.record.metadata)
-        built = yield offload(
-            lambda: {
-                s.doc_id: make_card(s, first_page.get(s.doc_id, ""), metadata.get(s.doc_id))
-                for s in missing
-            }
-        )
-        for doc_id, card in built.items():
-            self._cards.put(keys[doc_id], card)
-        return found | built
 
     # -- beliefs -----------------------------------------------------------------------------
     def question_prior(

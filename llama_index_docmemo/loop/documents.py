@@ -11,7 +11,7 @@ allot the round's pages (:func:`allot`) and each allotted document is searched o
 (:func:`~.state.apply`). With one document in scope none of it runs.
 
 The rules here are pure functions of the state; the steps (:func:`load_schemas`,
-:func:`document_stage`, :func:`add_cards`, :func:`document_candidates`) yield their store I/O
+:func:`document_stage`, :func:`load_cards`, :func:`document_candidates`) yield their store I/O
 (``step_runtime.py``) and return the next state.
 """
 
@@ -164,6 +164,20 @@ def load_schemas(
     return with_schemas(state, schemas), schemas
 
 
+def load_cards(
+    runner: DocMemoRunner, state: QueryState, hits: Sequence[PageHit]
+) -> Steps[tuple[QueryState, dict[str, DocumentCard]]]:
+    """The schemas and stored cards of the hits' documents not seen before, read together in
+    one request (the card is the pinned version's); returns the state and the new cards."""
+    store = runner.store
+    new = new_documents(state, hits)
+    if not new.doc_ids:
+        return state, {}
+    stored = yield either(store.list_cards, store.alist_cards, new)
+    state = with_schemas(state, [s.schema for s in stored])
+    return state, {s.schema.doc_id: s.card for s in stored}
+
+
 def document_stage(
     runner: DocMemoRunner,
     state: QueryState,
@@ -173,7 +187,7 @@ def document_stage(
     embedding: QueryEmbedding,
 ) -> Steps[tuple[QueryState, list[PageHit]]]:
     """The round's search over the whole scope (``document_search_pages`` deep, once a query
-    text), its new documents' schemas and cards, their priors; returns the state and the page
+    text), its new documents' schemas and stored cards, their priors; returns the state and the page
     candidates (``candidates`` best). On round 1 it decides whether the candidates span
     documents: with one, ``state.documents`` stays None and this returns no candidates."""
     config = runner.config
@@ -185,9 +199,9 @@ def document_stage(
             depth = searches.depth = yield from runner.levers.depth(state.scope)
         limit = max(config.selection.candidates, settings.document_search_pages)
         found = yield from runner.levers.search(embedding, state.scope, depth, limit)
-        new: list[DocumentSchema] = []
+        cards: dict[str, DocumentCard] = {}
         if found:
-            state, new = yield from load_schemas(runner, state, found)
+            state, cards = yield from load_cards(runner, state, found)
         wide = memo.scope_hits[query] = pinned(state, found)
         documents = state.documents
         starting = documents is None
@@ -195,25 +209,12 @@ def document_stage(
             documents = begin(wide, config)
             if documents is None:
                 return state, []
-        if new:
-            documents = yield from add_cards(runner, state, documents, new, wide)
+        if cards:
+            documents = with_cards(documents, cards, state.question)
         if starting and not names_documents(documents, config):
             return state, []  # the question names no document apart: pages over the scope
         state = replace(state, documents=with_priors(documents, wide, config))
     return state, wide[: config.selection.candidates]
-
-
-def add_cards(
-    runner: DocMemoRunner,
-    state: QueryState,
-    documents: DocumentState,
-    schemas: list[DocumentSchema],
-    hits: list[PageHit],
-) -> Steps[DocumentState]:
-    """The cards of the new documents (``schemas``) built or reused by the levers, and the
-    question's card match of every document seen so far."""
-    cards = yield from runner.levers.cards(schemas, hits, state.scope)
-    return with_cards(documents, cards, state.question)
 
 
 def document_candidates(

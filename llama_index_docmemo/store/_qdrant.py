@@ -20,10 +20,11 @@ from llama_index_docmemo.errors import NoStoreError, StoreError
 from llama_index_docmemo.faults import fault_point
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.step_runtime import run
-from llama_index_docmemo.store import ids, scope
+from llama_index_docmemo.store import cards, ids, scope
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store.base import PageStore
 from llama_index_docmemo.store.branch_fusion import fuse_branches
+from llama_index_docmemo.store.cards import StoredCard
 from llama_index_docmemo.store.layouts import DEFAULT_LAYOUT, MultivectorLayout
 from llama_index_docmemo.store.metadata import index_kind
 from llama_index_docmemo.store.migrations import migration_steps
@@ -212,7 +213,7 @@ class QdrantLayoutStore(PageStore):
                 f"{version}, this version reads up to {LAYOUT_VERSION}): upgrade the package"
             )
         if version < LAYOUT_VERSION:
-            migrated = yield from migration_steps(version)
+            migrated = yield from migration_steps(version, lexical=self.sparse)
             yield op.Upsert([self._meta.point()])
             logger.warning(
                 "%s: migrated %d documents from store layout %d to %d in place",
@@ -243,7 +244,7 @@ class QdrantLayoutStore(PageStore):
             yield op.Delete(scope.journal_filter([doc_key]), route)
         else:
             rev = str(record[REVISION])
-            yield op.Commit(PointData(doc_key, payload=record), doc_key, rev, route)
+            yield op.Commit(None, doc_key, rev, route)  # the record stays, vectors and all
         return True
 
     def _recover_all_steps(self) -> op.Steps[int]:
@@ -290,6 +291,8 @@ class QdrantLayoutStore(PageStore):
         page_points, record = document_points(
             schema, pages, embeddings, dim=self.dim, use_sparse=self.sparse, layout=self.layout
         )
+        dense = cards.first_page_vectors(pages, page_points)
+        record = cards.with_card(record, schema, pages, dense, lexical=self.sparse)
         yield from self._user_index_steps(pages)
         doc_key = record.id
         rev = str(record.payload[REVISION])
@@ -459,6 +462,25 @@ class QdrantLayoutStore(PageStore):
         prefetch_limit: int | None = None,
     ) -> list[PageHit]:
         return self._run(self._search_steps(query, limit, page_filter, prefetch_limit))
+
+    def _list_cards_steps(self, page_filter: PageFilter | None) -> op.Steps[list[StoredCard]]:
+        return (yield from cards.list_cards_steps(page_filter))
+
+    def list_cards(self, page_filter: PageFilter | None = None) -> list[StoredCard]:
+        """The stored cards of the documents ``page_filter`` admits, in one request."""
+        return self._run(self._list_cards_steps(page_filter))
+
+    def _search_cards_steps(
+        self, query: QueryEmbedding, limit: int, page_filter: PageFilter | None
+    ) -> op.Steps[list[tuple[StoredCard, float]]]:
+        plan = self._plan(query, limit, page_filter, None)
+        return (yield from cards.search_cards_steps(plan, page_filter))
+
+    def search_cards(
+        self, query: QueryEmbedding, *, limit: int, page_filter: PageFilter | None = None
+    ) -> list[tuple[StoredCard, float]]:
+        """The ``limit`` best cards for ``query`` (dense and lexical, fused), one request."""
+        return self._run(self._search_cards_steps(query, limit, page_filter))
 
     def get_pages(
         self, refs: Sequence[PageRef], page_filter: PageFilter | None = None

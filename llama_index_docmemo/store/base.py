@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from llama_index_docmemo.blocking import to_cpu_thread, to_thread
 from llama_index_docmemo.memory.schema import DocumentSchema
+from llama_index_docmemo.store.cards import StoredCard, built_card
 from llama_index_docmemo.store.layouts import MultivectorLayout
 from llama_index_docmemo.store.plans import prefetch_for
 from llama_index_docmemo.store.scope import PageFilter
@@ -71,6 +72,25 @@ class PageStore(ABC):
     @abstractmethod
     def list_documents(self, page_filter: PageFilter | None = None) -> list[DocumentSchema]:
         """Schemas of the documents visible through ``page_filter``."""
+
+    def list_cards(self, page_filter: PageFilter | None = None) -> list[StoredCard]:
+        """The document cards (:mod:`.cards`) of the documents visible through ``page_filter``,
+        with the schema of the version each is of, by document id. The Qdrant stores keep a
+        card on each document's record and read them in one request; this default makes them
+        from the schemas and the first pages."""
+        schemas = self.list_documents(page_filter)
+        refs = [PageRef(s.doc_id, 1) for s in schemas]
+        firsts = {r.doc_id: r for r in self.get_pages(refs, page_filter)} if refs else {}
+        return [
+            built_card(
+                s, [p] if (p := firsts.get(s.doc_id)) and p.doc_version == s.doc_version else []
+            )
+            for s in schemas
+        ]
+
+    async def alist_cards(self, page_filter: PageFilter | None = None) -> list[StoredCard]:
+        """Async :meth:`list_cards`."""
+        return await self._aread("list_cards", page_filter)
 
     @abstractmethod
     def delete_document(self, doc_id: str, *, tenant: str | None = None) -> bool:

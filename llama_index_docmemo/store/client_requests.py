@@ -186,15 +186,22 @@ def query_requests(plan: SearchPlan, shard_key: Any = None) -> list[models.Query
 
 
 def commit_operations(commit: op.Commit, shard_key: Any) -> list[Any]:
-    """A commit as one ``batch_update_points`` request: record, stale pages out, pages released,
-    journal note out (applied in this order by the server)."""
+    """A commit as one ``batch_update_points`` request: record (unless stored already), stale
+    pages out, pages released, journal note out (applied in this order by the server)."""
     stale = scope.stale_pages_filter(commit.doc_key, commit.revision)
     pages = scope.revision_pages_filter(commit.doc_key, commit.revision)
     journal = scope.journal_filter([commit.doc_key])
+    record = (
+        []
+        if commit.record is None
+        else [
+            models.UpsertOperation(
+                upsert=models.PointsList(points=[point(commit.record)], shard_key=shard_key)
+            )
+        ]
+    )
     return [
-        models.UpsertOperation(
-            upsert=models.PointsList(points=[point(commit.record)], shard_key=shard_key)
-        ),
+        *record,
         models.DeleteOperation(
             delete=models.FilterSelector(filter=client_filter(stale), shard_key=shard_key)
         ),

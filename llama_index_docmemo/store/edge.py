@@ -383,7 +383,8 @@ class EdgePageStore(QdrantLayoutStore):
 
     def _commit(self, commit: op.Commit) -> None:
         """Record (the commit point), stale pages out, pages released, journal note out."""
-        self._upsert([commit.record])
+        if commit.record is not None:
+            self._upsert([commit.record])
         fault_point("record-written")
         stale = scope.stale_pages_filter(commit.doc_key, commit.revision)
         self._update(qe.UpdateOperation.delete_points_by_filter(_filter(stale)))

@@ -6,8 +6,8 @@ processes opening one server collection at once both finish it.
 
 from __future__ import annotations
 
+from llama_index_docmemo.store import cards, scope
 from llama_index_docmemo.store import operations as op
-from llama_index_docmemo.store import scope
 from llama_index_docmemo.store.payloads import (
     DOC_KEY,
     FILE_NAME,
@@ -20,14 +20,16 @@ from llama_index_docmemo.store.payloads import (
     access_payload,
     document_payload,
     file_name,
+    record_from_payload,
     schema_from_payload,
 )
 from llama_index_docmemo.store.scope import match
 from llama_index_docmemo.types import FieldMatch
 
 
-def migration_steps(version: int) -> op.Steps[int]:
+def migration_steps(version: int, *, lexical: bool) -> op.Steps[int]:
     """Bring a store of layout ``version`` to the current one; returns documents migrated.
+    ``lexical``: the store has lexical vectors (the cards get theirs).
 
     The caller writes the new store record afterwards.
     """
@@ -35,7 +37,9 @@ def migration_steps(version: int) -> op.Steps[int]:
         yield op.CreateIndex(key, kind, is_tenant)
     if version < 2:
         yield from _identity_fields()
-    return (yield from _file_names())
+    if version < 3:
+        yield from _file_names()
+    return (yield from _cards(lexical))
 
 
 def _identity_fields() -> op.Steps[None]:
@@ -78,4 +82,24 @@ def _file_names() -> op.Steps[int]:
             scope.kind_filter(KIND_PAGE, **{DOC_KEY: [doc_key]}),
             {FILE_NAME: file_name(schema.source, schema.doc_id)},
         )
+    return len(records)
+
+
+def _cards(lexical: bool) -> op.Steps[int]:
+    """Layout 3: a card on every document record (:mod:`.cards`), made from its schema and its
+    stored first page, as a write makes it. The record gets the card's BM25 vector (``lexical``)
+    but not the first page's dense vectors, which a read of payloads cannot give: a migrated
+    card is found by its words until the document is indexed again."""
+    records = yield from op.scroll_all(scope.kind_filter(KIND_DOCUMENT))
+    for payload in records:
+        schema = schema_from_payload(payload)
+        doc_key = str(payload[DOC_KEY])
+        pages = yield from op.scroll_all(
+            scope.kind_filter(
+                KIND_PAGE, **{DOC_KEY: [doc_key], REVISION: [payload[REVISION]], "page": [1]}
+            )
+        )
+        first = [record_from_payload(p) for p in pages[:1]]
+        record = PointData(doc_key, payload=payload)
+        yield op.Upsert([cards.with_card(record, schema, first, {}, lexical=lexical)])
     return len(records)

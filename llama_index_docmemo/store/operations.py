@@ -59,9 +59,11 @@ class CreateIndex:
 class Commit:
     """Make a written revision the document's: its record (the commit point), then the other
     revisions' pages deleted, then ``pending`` cleared on its pages, then the journal note
-    deleted. A server gets these in one request; an embedded shard applies them in order."""
+    deleted. A server gets these in one request; an embedded shard applies them in order.
+    ``record`` None: the record is stored already (recovery finishes its commit; rewriting it
+    from its payload would drop its card's vectors)."""
 
-    record: PointData
+    record: PointData | None
     doc_key: str
     revision: str
     route: str | None = None

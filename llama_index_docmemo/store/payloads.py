@@ -41,11 +41,13 @@ ACCESS = "access"
 DOC_KEY = "doc_key"
 """The document's identity (tenant + doc id) as one keyword, shared by all its points."""
 
-LAYOUT_VERSION = 3
+LAYOUT_VERSION = 4
 """1: llama-index-docmemo 0.1.0 (doc id = bare file name, one document per name in the store).
 2: documents keyed by (tenant, doc id), access fields, revisions and a journal per write.
 3: ``file_name`` (the basename) on pages and document records, ``source`` on records, pages of
-an uncommitted revision marked ``write_state: pending``, the multivector layout in the store record."""
+an uncommitted revision marked ``write_state: pending``, the multivector layout in the store record.
+4: each document record carries its card (:mod:`.cards`): match keys, the first page's dense
+vectors, the card text's BM25 vector in a store with lexical vectors."""
 
 PAGE_FIELDS: tuple[str, ...] = (
     "doc_id",

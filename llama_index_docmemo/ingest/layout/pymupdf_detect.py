@@ -134,9 +134,9 @@ def _detect_page(doc: pymupdf.Document, page_no: int, opts: DetectOptions) -> li
         and not _holds_images(t.bbox, images)
     ]
     tables += [m for m in model_tables if all(iou(m.bbox, t.bbox) < 0.5 for t in tables)]
-    graphics = _graphics(drawings, images, pictures, tables, page_box, opts) + _picture_page_regions(
-        page, page_box, opts
-    )
+    graphics = _graphics(
+        drawings, images, pictures, tables, page_box, opts
+    ) + _picture_page_regions(page, page_box, opts)
     captions = [r for r in regions if r.kind == "caption"] + _caption_lines(page, regions)
     equations = [r for r in regions if r.kind == "equation"]
     titles = [
