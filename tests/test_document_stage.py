@@ -72,10 +72,9 @@ def test_the_named_filing_scores_best(question: str, gold: str) -> None:
 
 def test_a_naming_word_counts_once_whatever_forms_a_card_spells_it_in() -> None:
     amazon = _card("AMAZON_2017_10K.pdf", "AMAZON.COM, INC.", 2017)
-    other = make_card(
-        DocumentSchema(doc_id="ADOBE_2016_10K.pdf", doc_version="v1", n_pages=90),
-        "Adobe Inc. annual report: FY2016 results against FY2017 guidance, fiscal 2016",
-    )
+    schema = DocumentSchema(doc_id="ADOBE_2016_10K.pdf", doc_version="v1", n_pages=90)
+    first_page = "Adobe Inc. annual report: FY2016 results against FY2017 guidance, fiscal 2016"
+    other = make_card(schema.doc_id, *card_fields(schema, first_page))
     question = "What is Amazon's change in revenue from FY2016 to FY2017?"
     assert _best(question, [amazon, other]) == "AMAZON_2017_10K.pdf"
 

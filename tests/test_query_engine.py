@@ -245,13 +245,15 @@ def test_per_query_state_holds_only_what_the_query_touched(open_store) -> None:
     )
     engine.retriever.page_filter = PageFilter()
     asked: list[PageFilter | None] = []
-    list_documents = store.list_documents
+    list_documents, list_cards = store.list_documents, store.list_cards
     store.list_documents = lambda scope=None: asked.append(scope) or list_documents(scope)
+    store.list_cards = lambda scope=None: asked.append(scope) or list_cards(scope)
     io = QueryIO.of(engine.runner)
     first = start(QUESTION, engine.retriever.page_filter, engine.config)
     loop = run(rounds(engine.runner, first, io))
     result = run(answer(engine.runner, loop, io))
-    # schemas only of documents among the search's hits, each fetched once, never the scope's
+    # schemas (alone or with cards) only of documents among the search's hits, each fetched
+    # once, never the scope's
     candidate_docs = {c.doc_id for r in result.trace.rounds for c in r.candidates}
     requested = [d for scope in asked for d in scope.doc_ids]
     assert sorted(requested) == sorted(set(requested)) == sorted(loop.schema.schemas)
