@@ -187,8 +187,9 @@ async def _aeffect(effect: Effect) -> Any:
 def run(steps: Generator[Any, Any, T], execute: Callable[[Any], Any] = _effect) -> T:
     """Run ``steps`` to the end with sync I/O; returns what the step returns.
 
-    ``execute`` performs one yielded effect (default: :class:`Call` and :class:`Parallel`);
-    a layer with effects of its own (the page store's operations) passes its executor.
+    ``execute`` performs one yielded effect; only :func:`within` passes another (each call
+    bounded by its deadline): every step of the package, the store's included, runs on these
+    two drivers and their one vocabulary of effects.
     """
     value: Any = None
     error: Exception | None = None
@@ -206,11 +207,8 @@ def run(steps: Generator[Any, Any, T], execute: Callable[[Any], Any] = _effect) 
         steps.close()
 
 
-async def arun(
-    steps: Generator[Any, Any, T], execute: Callable[[Any], Awaitable[Any]] = _aeffect
-) -> T:
-    """Run ``steps`` to the end with async I/O (blocking calls off the event loop);
-    ``execute`` as for :func:`run`, awaited."""
+async def arun(steps: Generator[Any, Any, T]) -> T:
+    """Run ``steps`` to the end with async I/O (blocking calls off the event loop)."""
     value: Any = None
     error: Exception | None = None
     try:
@@ -220,7 +218,7 @@ async def arun(
             except StopIteration as done:
                 return done.value
             try:
-                value, error = await execute(effect), None
+                value, error = await _aeffect(effect), None
             except Exception as exc:  # handed to the step, which may recover
                 value, error = None, exc
     finally:
