@@ -5,8 +5,9 @@ result back (or has the call's exception thrown into it); it holds the logic, no
 drivers below are the only places that perform I/O: :func:`run` calls the sync functions
 (a sync caller never gets an event loop or a thread of ours), :func:`arun` awaits the async ones
 or, for CPU-bound or blocking work without an async twin, runs the sync function in a worker
-thread, so nothing blocks the event loop. This is how the loop, the readers, the reranker and
-the LLM exchange are written once for ``query`` and ``aquery``::
+thread, so nothing blocks the event loop. This is how the loop, the readers, the reranker, the
+LLM exchange and the page store (each operation a :class:`Call` of its backend) are written once
+for ``query`` and ``aquery``, with one vocabulary of effects and one :data:`Steps` type::
 
     def search_and_read(store, reader, query):
         hits = yield Call(store.search, store.asearch, (query,), {"limit": 5})
