@@ -3,8 +3,8 @@ crash-safe writes (journal, pending pages, the record as the commit), recovery, 
 
 Each step yields :mod:`.operations`, each as a call of the backend that performs it
 (:meth:`QdrantLayoutStore._send`: ``_execute``, and ``_aexecute`` where it has a native async
-client), run by the one steps runtime (:mod:`llama_index_docmemo.step_runtime`). The reads are
-:class:`~.reads.QdrantReads`'. Versions, schema points, ordering and validation live here, so the
+client), run by the one steps runtime (:mod:`llama_index_docmemo.step_runtime`); the reads are
+:class:`~.reads.QdrantReads`, which this store extends. Versions, schema points, ordering and validation live here, so the
 backends cannot drift apart, and the sync and async paths run the very same steps.
 """
 
