@@ -1,11 +1,12 @@
 """A page store's life both backends share, written once as steps: open, create, migrate, the
 crash-safe writes (journal, pending pages, the record as the commit), recovery, deletion.
 
-Each step yields :mod:`.operations`, each as a call of the backend that performs it
-(:meth:`QdrantLayoutStore._send`: ``_execute``, and ``_aexecute`` where it has a native async
-client), run by the one steps runtime (:mod:`llama_index_docmemo.step_runtime`); the reads are
-:class:`~.reads.QdrantReads`, which this store extends. Versions, schema points, ordering and validation live here, so the
-backends cannot drift apart, and the sync and async paths run the very same steps.
+Each step yields :mod:`.operations`, each as a call of the backend that performs it (``_send``:
+the backend's ``_execute``, and ``_aexecute`` where it has a native async client), run by the one
+steps runtime (:mod:`llama_index_docmemo.step_runtime`); the reads are
+:class:`~.reads.QdrantReads`, which this store extends. Versions, schema points, ordering and
+validation live here, so the backends cannot drift apart, and the sync and async paths run the
+very same steps.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 from llama_index_docmemo.errors import NoStoreError, StoreError
 from llama_index_docmemo.faults import fault_point
 from llama_index_docmemo.memory.schema import DocumentSchema
-from llama_index_docmemo.step_runtime import Call, Steps, run
+from llama_index_docmemo.step_runtime import Steps, run
 from llama_index_docmemo.store import ids, scope
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store.layouts import DEFAULT_LAYOUT, MultivectorLayout
@@ -117,11 +118,6 @@ class QdrantLayoutStore(QdrantReads):
         self._user_indexes: set[str] = set()  # user metadata keys indexed by this process
 
     @property
-    def layout(self) -> MultivectorLayout:
-        """The multivector layout the store holds its pages in."""
-        return self._meta.layout
-
-    @property
     def encoder_settings(self) -> dict[str, Any]:
         return dict(self._meta.encoder_settings)
 
@@ -138,19 +134,6 @@ class QdrantLayoutStore(QdrantReads):
     @abstractmethod
     def location(self) -> str:
         """Where the store lives (path or URL + collection), for error messages."""
-
-    @abstractmethod
-    def _execute(self, operation: op.Operation) -> Any:
-        """Perform one operation and return its reply (see :mod:`.operations`)."""
-
-    async def _aexecute(self, operation: op.Operation) -> Any:
-        """:meth:`_execute` off the event loop, on the thread :attr:`~.base.PageStore.holds_gil`
-        says (a backend with a native async client overrides this)."""
-        return await self._off_loop(self._execute, operation)
-
-    def _send(self, operation: op.Operation) -> Call:
-        """The call that performs ``operation``: what a step yields for it."""
-        return Call(self._execute, self._aexecute, (operation,))
 
     def _begin_bulk_load(self) -> None:
         """Defer index building until :meth:`_end_bulk_load`."""

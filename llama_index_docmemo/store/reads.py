@@ -36,6 +36,7 @@ from llama_index_docmemo.store.payloads import (
     KIND_PAGE,
     REVISION,
     USER,
+    StoreMeta,
     schema_from_payload,
 )
 from llama_index_docmemo.store.scope import PageFilter
@@ -154,22 +155,37 @@ def _nothing(page_filter: PageFilter | None) -> bool:
 
 
 class QdrantReads(PageStore):
-    """The reads of a store that keeps its points in one Qdrant collection or shard; the
-    writes, and what a backend provides, are :class:`~._qdrant.QdrantLayoutStore`'s."""
+    """The reads of a store that keeps its points in one Qdrant collection or shard, and how its
+    steps reach the backend (``_send``); the writes are :class:`~._qdrant.QdrantLayoutStore`'s."""
 
     dim: int
     sparse: bool
     fusion: Fusion
     idf_scope: IdfScope
 
+    _meta: StoreMeta
+    """What the store was created with (its store record), set by the store when it opens."""
+
     @property
-    @abstractmethod
     def layout(self) -> MultivectorLayout:
         """The multivector layout the store holds its pages in."""
+        return self._meta.layout
+
+    # ------------------------------------------------------------ what a backend provides
 
     @abstractmethod
+    def _execute(self, operation: op.Operation) -> Any:
+        """Perform one operation and return its reply (see :mod:`.operations`)."""
+
+    async def _aexecute(self, operation: op.Operation) -> Any:
+        """:meth:`_execute` off the event loop, on the thread :attr:`~.base.PageStore.holds_gil`
+        says (a backend with a native async client overrides this)."""
+        return await self._off_loop(self._execute, operation)
+
     def _send(self, operation: op.Operation) -> Call:
-        """The call of this store's backend that performs ``operation``."""
+        """The call that performs ``operation``: what a store step yields for it (the reads' and
+        the writes' alike)."""
+        return Call(self._execute, self._aexecute, (operation,))
 
     # ------------------------------------------------------------ steps
 
