@@ -59,7 +59,7 @@ from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store import EdgePageStore, MultivectorLayout
 from llama_index_docmemo.store.layouts import PAGE_IMAGE_LAYOUT, pool_tokens
 from llama_index_docmemo.store.muvera import Muvera
-from llama_index_docmemo.store.plans import prefetch_for
+from llama_index_docmemo.store.operations import prefetch_for
 from llama_index_docmemo.store.validation import lay_out
 from llama_index_docmemo.types import PageEmbedding, PageRecord
 
@@ -859,7 +859,7 @@ def main(argv: list[str] | None = None) -> None:
         nargs="+",
         default=[None],
         help="first-stage candidates (each a row; default: the store's own, sized to the pages "
-        "by plans.prefetch_for)",
+        "by operations.prefetch_for)",
     )
     parser.add_argument("--dim", type=int, default=128, help="width of each vector")
     parser.add_argument("--truth", type=Path, help="cache file for the exact top-10 (.npy)")

@@ -29,6 +29,7 @@ from safety_worker import HashEncoder, write_pdf
 
 from llama_index_docmemo.indexing import DocumentIndexer, IndexReport
 from llama_index_docmemo.ingest.pdf import file_sha256
+from llama_index_docmemo.step_runtime import run
 from llama_index_docmemo.store import ids, open_store
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store.base import PageStore
@@ -101,7 +102,7 @@ def points(backend: FakeQdrant) -> dict[str, tuple[dict, dict]]:
 
 def journals(store: PageStore) -> set[str]:
     """Documents with an interrupted write (a journal note) in the store."""
-    return {str(note["doc_key"]) for note in store._run(op.scroll_all(journal_filter()))}
+    return {str(note["doc_key"]) for note in run(op.scroll_all(store._send, journal_filter()))}
 
 
 def assert_committed(store: PageStore, docs: dict[str, Path], n_pages: int | None = None) -> None:

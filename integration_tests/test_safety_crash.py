@@ -21,6 +21,7 @@ from safety_worker import DIM, HashEncoder, write_pdf
 
 from llama_index_docmemo.faults import STEPS
 from llama_index_docmemo.indexing import DocumentIndexer
+from llama_index_docmemo.step_runtime import run
 from llama_index_docmemo.store import EdgePageStore, ids
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store.scope import PageFilter, journal_filter
@@ -57,7 +58,7 @@ def assert_one_complete_version(store: EdgePageStore, doc_id: str, n_pages: int)
     assert store.count_pages(scope) == n_pages
     hits = store.search(ENCODER.encode_query("edition tariff page"), limit=50, page_filter=scope)
     assert len(hits) == n_pages and {h.record.doc_version for h in hits} == {version}
-    assert not store._run(op.scroll_all(journal_filter())), "a journal note survived the open"
+    assert not run(op.scroll_all(store._send, journal_filter())), "a journal note survived the open"
     return version
 
 

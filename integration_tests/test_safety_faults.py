@@ -25,6 +25,7 @@ from llama_index_docmemo.errors import IngestError, StoreError
 from llama_index_docmemo.faults import set_fault_hook
 from llama_index_docmemo.indexing import DocumentIndexer, IndexReport
 from llama_index_docmemo.ingest.pdf import file_sha256
+from llama_index_docmemo.step_runtime import run
 from llama_index_docmemo.store import EdgePageStore
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store.scope import PageFilter, journal_filter
@@ -78,7 +79,7 @@ def assert_old_version_intact(store: EdgePageStore, old_version: str) -> None:
     assert store.count_pages() == 4
     hits = store.search(ENCODER.encode_query("walrus tariff"), limit=10, page_filter=ACME)
     assert len(hits) == 4 and {h.record.doc_version for h in hits} == {old_version}
-    assert not store._run(op.scroll_all(journal_filter()))
+    assert not run(op.scroll_all(store._send, journal_filter()))
 
 
 # ------------------------------------------------------------------ disk full

@@ -15,6 +15,7 @@ from llama_index_docmemo.cli import main
 from llama_index_docmemo.encoders import default_encoder
 from llama_index_docmemo.indexing import DocumentIndexer
 from llama_index_docmemo.memory.schema import DocumentSchema
+from llama_index_docmemo.step_runtime import run as run_steps
 from llama_index_docmemo.store import EdgePageStore, ids, payloads
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store.layouts import MULTI, POOLED
@@ -228,7 +229,7 @@ def test_a_0_1_0_store_is_migrated_in_place(tmp_path: Path, caplog) -> None:
             FieldMatch(payloads.KIND, "eq", payloads.KIND_DOCUMENT),
             FieldMatch(payloads.DOC_KEY, "is_empty"),
         )
-        assert not store._run(op.scroll_all(unclaimed))
+        assert not run_steps(op.scroll_all(store._send, unclaimed))
         report = DocumentIndexer(store, encoder, ocr=False).index_paths(
             [write_pdf(tmp_path / "memo.pdf", ["Hiring thirty engineers."])]
         )

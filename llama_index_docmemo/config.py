@@ -95,7 +95,7 @@ class SelectionSettings(_Settings):
         candidates: candidate pages fetched from the store per round (N).
         prefetch: first-stage candidates before the MaxSim rerank; None (the default) sizes
             them to the pages in the query's scope: 200 up to about 36,000 pages, 300 at
-            100,000, 470 at 300,000 (``store.plans.prefetch_for``).
+            100,000, 470 at 300,000 (``store.operations.prefetch_for``).
         lambda_schedule: weight of the belief against the retrieval score, per round (the last
             value repeats; paper: [0, 0.3, 0.6, 0.6]).
         sampling: "thompson" draws theta ~ Beta (paper); "greedy" uses the posterior mean.

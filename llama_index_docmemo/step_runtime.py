@@ -5,8 +5,9 @@ result back (or has the call's exception thrown into it); it holds the logic, no
 drivers below are the only places that perform I/O: :func:`run` calls the sync functions
 (a sync caller never gets an event loop or a thread of ours), :func:`arun` awaits the async ones
 or, for CPU-bound or blocking work without an async twin, runs the sync function in a worker
-thread, so nothing blocks the event loop. This is how the loop, the readers, the reranker and
-the LLM exchange are written once for ``query`` and ``aquery``::
+thread, so nothing blocks the event loop. This is how the loop, the readers, the reranker, the
+LLM exchange and the page store (each operation a :class:`Call` of its backend) are written once
+for ``query`` and ``aquery``, with one vocabulary of effects and one :data:`Steps` type::
 
     def search_and_read(store, reader, query):
         hits = yield Call(store.search, store.asearch, (query,), {"limit": 5})
@@ -187,8 +188,9 @@ async def _aeffect(effect: Effect) -> Any:
 def run(steps: Generator[Any, Any, T], execute: Callable[[Any], Any] = _effect) -> T:
     """Run ``steps`` to the end with sync I/O; returns what the step returns.
 
-    ``execute`` performs one yielded effect (default: :class:`Call` and :class:`Parallel`);
-    a layer with effects of its own (the page store's operations) passes its executor.
+    ``execute`` performs one yielded effect; only :func:`within` passes another (each call
+    bounded by its deadline): every step of the package, the store's included, runs on these
+    two drivers and their one vocabulary of effects.
     """
     value: Any = None
     error: Exception | None = None
@@ -206,11 +208,8 @@ def run(steps: Generator[Any, Any, T], execute: Callable[[Any], Any] = _effect) 
         steps.close()
 
 
-async def arun(
-    steps: Generator[Any, Any, T], execute: Callable[[Any], Awaitable[Any]] = _aeffect
-) -> T:
-    """Run ``steps`` to the end with async I/O (blocking calls off the event loop);
-    ``execute`` as for :func:`run`, awaited."""
+async def arun(steps: Generator[Any, Any, T]) -> T:
+    """Run ``steps`` to the end with async I/O (blocking calls off the event loop)."""
     value: Any = None
     error: Exception | None = None
     try:
@@ -220,7 +219,7 @@ async def arun(
             except StopIteration as done:
                 return done.value
             try:
-                value, error = await execute(effect), None
+                value, error = await _aeffect(effect), None
             except Exception as exc:  # handed to the step, which may recover
                 value, error = None, exc
     finally:

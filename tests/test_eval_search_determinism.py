@@ -3,7 +3,7 @@
 Pages without text share one dense vector and have no lexical vector, and many lexical scores tie:
 Qdrant orders such ties by chance (segment and hash-map order), which used to change the fused
 top-30 from one call to the next. Each backend now fuses ordered branches itself
-(``store.branch_fusion.fuse_branches``); these tests repeat searches on both backends and check the rule.
+(``store.reads.fuse_branches``); these tests repeat searches on both backends and check the rule.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from llama_index_docmemo.memory.schema import DocumentSchema
-from llama_index_docmemo.store import EdgePageStore, PageStore, QdrantClientPageStore, branch_fusion
+from llama_index_docmemo.store import EdgePageStore, PageStore, QdrantClientPageStore, reads
 from llama_index_docmemo.store.layouts import DEFAULT_LAYOUT
-from llama_index_docmemo.store.plans import SearchPlan
+from llama_index_docmemo.store.operations import SearchPlan
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.types import FieldGroup, PageEmbedding, PageRecord, SparseVector
 
@@ -118,33 +118,30 @@ def hit(page: int, score: float, doc_id: str = "d.pdf") -> tuple[dict[str, objec
 def test_fusion_is_weighted_rrf_with_fixed_tie_order() -> None:
     dense = [hit(5, 0.9), hit(3, 0.9), hit(1, 0.2)]  # 3 and 5 tie: 3 ranks first
     lexical = [hit(1, 2.0), hit(7, 1.0)]
-    fused = branch_fusion.fuse_branches([dense, lexical], _plan(10))
+    fused = reads.fuse_branches([dense, lexical], _plan(10))
     scores = {p["page"]: s for p, s in fused}
-    w_dense, w_lex = branch_fusion.RRF_WEIGHTS
-    assert scores[3] == pytest.approx(branch_fusion.rrf_score(1, w_dense))
-    assert scores[5] == pytest.approx(branch_fusion.rrf_score(2, w_dense))
-    assert scores[1] == pytest.approx(
-        branch_fusion.rrf_score(3, w_dense) + branch_fusion.rrf_score(1, w_lex)
-    )
+    w_dense, w_lex = reads.RRF_WEIGHTS
+    assert scores[3] == pytest.approx(reads.rrf_score(1, w_dense))
+    assert scores[5] == pytest.approx(reads.rrf_score(2, w_dense))
+    assert scores[1] == pytest.approx(reads.rrf_score(3, w_dense) + reads.rrf_score(1, w_lex))
     assert [p["page"] for p, _ in fused] == sorted(scores, key=lambda q: -scores[q])
     # the input order of tied hits does not matter
-    assert branch_fusion.fuse_branches([list(reversed(dense)), lexical], _plan(10)) == fused
-    assert [p["page"] for p, _ in branch_fusion.fuse_branches([dense, lexical], _plan(2))] == [1, 7]
+    assert reads.fuse_branches([list(reversed(dense)), lexical], _plan(10)) == fused
+    assert [p["page"] for p, _ in reads.fuse_branches([dense, lexical], _plan(2))] == [1, 7]
 
 
 def test_equal_fused_scores_go_to_the_lower_document_and_page() -> None:
     branches = [[hit(9, 1.0, "b.pdf"), hit(2, 1.0, "a.pdf")], []]
-    fused = branch_fusion.fuse_branches(branches, _plan(2))
+    fused = reads.fuse_branches(branches, _plan(2))
     assert [(p["doc_id"], p["page"]) for p, _ in fused] == [("a.pdf", 2), ("b.pdf", 9)]
-    single = branch_fusion.fuse_branches([[hit(4, 0.5), hit(2, 0.5), hit(8, 0.7)]], _plan(2))
+    single = reads.fuse_branches([[hit(4, 0.5), hit(2, 0.5), hit(8, 0.7)]], _plan(2))
     assert [p["page"] for p, _ in single] == [8, 2]
 
 
 def test_dbsf_normalises_each_branch() -> None:
     dense = [hit(1, 3.0), hit(2, 2.0), hit(3, 1.0)]
     fused = dict(
-        (p["page"], s)
-        for p, s in branch_fusion.fuse_branches([dense, [hit(3, 5.0)]], _plan(5, "dbsf"))
+        (p["page"], s) for p, s in reads.fuse_branches([dense, [hit(3, 5.0)]], _plan(5, "dbsf"))
     )
     # mean 2, sample sd 1 -> (s - (2 - 3)) / 6; a one-hit branch gives 0.5
     assert fused[1] == pytest.approx(4 / 6) and fused[2] == pytest.approx(3 / 6)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from llama_index_docmemo.config import DocMemoConfig
-from llama_index_docmemo.levers.ranking_fusion import fuse_rankings, unit_scores
-from llama_index_docmemo.levers.reference_boosts import reference_boosts
+from llama_index_docmemo.levers.references import reference_boosts
+from llama_index_docmemo.levers.statements import fuse_rankings, unit_scores
 from llama_index_docmemo.memory.belief import PageBeliefMemory
 from llama_index_docmemo.memory.references import (
     build_reference_graph,
@@ -145,7 +145,7 @@ def test_add_alpha_moves_only_pages_in_scope() -> None:
 
 
 def test_named_pages_read_pages_slides_ranges_and_covers() -> None:
-    from llama_index_docmemo.levers.question_refs import named_pages
+    from llama_index_docmemo.levers.references import named_pages
 
     assert named_pages("In the cartoon in page 25, what does the hippo represent?", 60) == [25]
     assert named_pages("How many figures are there from Page 3 to Page 6?", 60) == [3, 4, 5, 6]
@@ -159,7 +159,7 @@ def test_named_pages_read_pages_slides_ranges_and_covers() -> None:
 
 
 def test_labelled_pages_follow_the_reference_graph() -> None:
-    from llama_index_docmemo.levers.question_refs import labelled_pages, mentions_labels
+    from llama_index_docmemo.levers.references import labelled_pages, mentions_labels
 
     graph = build_reference_graph({2: "Figure 1: overview", 14: "Figure 9. Results", 20: "text"})
     assert mentions_labels("In Figure 9, which method is best?")
@@ -173,7 +173,7 @@ def test_labelled_pages_follow_the_reference_graph() -> None:
 
 
 def test_metric_questions_search_the_statements_their_inputs_come_from() -> None:
-    from llama_index_docmemo.levers.financial import BALANCE, CASH_FLOW, INCOME, statement_queries
+    from llama_index_docmemo.levers.statements import BALANCE, CASH_FLOW, INCOME, statement_queries
 
     assert statement_queries("What is the FY2017 return on equity?") == [INCOME, BALANCE]
     assert statement_queries("What was capital expenditure in 2019?") == [CASH_FLOW]
@@ -192,7 +192,7 @@ def test_a_question_naming_a_statement_or_pp_and_e_searches_that_statement() -> 
 
 
 def test_title_questions_name_the_first_page() -> None:
-    from llama_index_docmemo.levers.question_refs import named_pages
+    from llama_index_docmemo.levers.references import named_pages
 
     assert named_pages("What is the title of the slide?", 20) == [1]
     assert named_pages("What is the title of this presentation?", 20) == [1]

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
+import llama_index_docmemo
 from llama_index_docmemo.errors import DeadlineExceeded
 from llama_index_docmemo.step_runtime import Call, arun, either, offload, parallel, run, within
 
@@ -133,3 +136,16 @@ def test_the_works_own_timeout_is_not_the_deadline(pool) -> None:
 
     with pytest.raises(asyncio.TimeoutError, match="the client's own"):
         asyncio.run(arun(steps()))
+
+
+def test_the_package_has_one_steps_type() -> None:
+    """One vocabulary of effects (issue 44): ``step_runtime.Steps`` is the package's only
+    generator type; the page store's operations are yielded as calls, not as a second one."""
+    package = Path(llama_index_docmemo.__file__).parent
+    aliases = [
+        f"{path.relative_to(package)}: {line.strip()}"
+        for path in sorted(package.rglob("*.py"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if re.match(r"\w+\s*=\s*Generator\[", line)
+    ]
+    assert aliases == ["step_runtime.py: Steps = Generator[Effect, Any, T]"]

@@ -17,7 +17,7 @@ from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store import EdgePageStore, PageStore, QdrantClientPageStore
 from llama_index_docmemo.store import operations as op
-from llama_index_docmemo.store.plans import prefetch_for
+from llama_index_docmemo.store.operations import prefetch_for
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.types import PageEmbedding, PageHit, PageRecord, PageRef, SparseVector
 

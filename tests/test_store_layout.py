@@ -1,4 +1,4 @@
-"""Pure store logic shared by both backends: ids, payloads, scopes, validation, plans."""
+"""Pure store logic shared by both backends: ids, payloads, scopes, validation, operations."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.memory.schema import DocumentSchema, Section
-from llama_index_docmemo.store import ids, payloads, plans, scope
+from llama_index_docmemo.store import ids, operations, payloads, reads, scope
 from llama_index_docmemo.store.layouts import DEFAULT_LAYOUT, MULTI
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.store.validation import document_points
@@ -100,7 +100,7 @@ def test_page_payload_round_trips_every_field_and_marks_kind() -> None:
     }
     assert payload[payloads.DOC_KEY] == ids.document_point_id("acme", "report.pdf")
     assert payload[payloads.ACCESS] == ["finance"] and payload[payloads.TENANT_KEY] == "acme"
-    assert payloads.record_from_payload(payload) == record
+    assert reads.record_from_payload(payload) == record
     public = payloads.page_payload(_record(tenant=None, acl=[]), "rev")
     assert public[payloads.ACCESS] == [ids.PUBLIC]
     assert public[payloads.TENANT_KEY] == ids.NO_TENANT
@@ -274,16 +274,16 @@ def test_document_points_rejects_bad_input_naming_doc_and_page(
 def test_prefetch_grows_with_the_pages_in_scope_from_the_default_floor(
     pages: int, prefetch: int
 ) -> None:
-    assert plans.prefetch_for(pages) == prefetch
+    assert operations.prefetch_for(pages) == prefetch
 
 
 def test_prefetch_never_shrinks_as_the_scope_grows() -> None:
-    depths = [plans.prefetch_for(pages) for pages in range(0, 2_000_001, 1_000)]
+    depths = [operations.prefetch_for(pages) for pages in range(0, 2_000_001, 1_000)]
     assert depths == sorted(depths)
 
 
 def test_search_plan_prefetch_defaults_and_limits() -> None:
-    def plan(**kwargs: object) -> plans.SearchPlan:
+    def plan(**kwargs: object) -> operations.SearchPlan:
         args: dict[str, object] = {
             "dim": DIM,
             "has_lexical": False,
@@ -295,9 +295,9 @@ def test_search_plan_prefetch_defaults_and_limits() -> None:
             "layout": DEFAULT_LAYOUT,
         }
         args.update(kwargs)
-        return plans.search_plan(_embedding(), **args)  # type: ignore[arg-type]
+        return operations.search_plan(_embedding(), **args)  # type: ignore[arg-type]
 
-    assert plan().prefetch == plans.DEFAULT_PREFETCH
+    assert plan().prefetch == operations.DEFAULT_PREFETCH
     assert plan().with_depth(300).prefetch == 300
     assert plan(limit=500).with_depth(300).prefetch == 500
     assert plan(prefetch_limit=3).prefetch == 5  # never fewer candidates than results
@@ -308,7 +308,7 @@ def test_search_plan_prefetch_defaults_and_limits() -> None:
     with pytest.raises(StoreError, match="prefetch_limit"):
         plan(prefetch_limit=0)
     with pytest.raises(StoreError, match=r"query: pooled vector"):
-        plans.search_plan(
+        operations.search_plan(
             PageEmbedding(np.ones((1, DIM)), np.ones(DIM - 1)),
             dim=DIM,
             has_lexical=False,

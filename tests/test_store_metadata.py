@@ -8,7 +8,7 @@ import pytest
 from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
 
 from llama_index_docmemo import IdentityError, PageFilter
-from llama_index_docmemo.store import ids, payloads
+from llama_index_docmemo.store import ids, payloads, reads
 from llama_index_docmemo.store.metadata import metadata_digest, user_metadata
 from llama_index_docmemo.store.scope import payload_key
 from llama_index_docmemo.types import FieldMatch, PageRecord
@@ -38,7 +38,7 @@ def test_user_keys_are_stored_and_filtered_under_meta() -> None:
     record = PageRecord("a.pdf", "v", 1, 1, "text", "/a.pdf", metadata={"year": 2023})
     payload = payloads.page_payload(record, ids.revision("v", []))
     assert payload["meta"] == {"year": 2023} and "year" not in payload
-    assert payloads.record_from_payload(payload).metadata == {"year": 2023}
+    assert reads.record_from_payload(payload).metadata == {"year": 2023}
     scope = PageFilter(tenant="acme").narrow(
         MetadataFilters(
             filters=[MetadataFilter(key="year", value=2023, operator=FilterOperator.GTE)]

@@ -16,10 +16,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from llama_index_docmemo.config import LeverSettings, SelectionSettings
-from llama_index_docmemo.levers.financial import statement_queries
-from llama_index_docmemo.levers.question_refs import labelled_pages, mentions_labels, named_pages
-from llama_index_docmemo.levers.ranking_fusion import fuse_rankings
-from llama_index_docmemo.levers.reference_boosts import reference_boosts
+from llama_index_docmemo.levers.references import (
+    labelled_pages,
+    mentions_labels,
+    named_pages,
+    reference_boosts,
+)
+from llama_index_docmemo.levers.statements import fuse_rankings, statement_queries
 from llama_index_docmemo.lru import BoundedMap
 from llama_index_docmemo.memory.references import ReferenceGraph, build_reference_graph
 from llama_index_docmemo.step_runtime import Steps, either, offload, parallel

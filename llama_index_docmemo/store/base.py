@@ -11,7 +11,7 @@ from llama_index_docmemo.blocking import to_cpu_thread, to_thread
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store.cards import StoredCard, built_card
 from llama_index_docmemo.store.layouts import MultivectorLayout
-from llama_index_docmemo.store.plans import prefetch_for
+from llama_index_docmemo.store.operations import prefetch_for
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.types import PageEmbedding, PageHit, PageRecord, PageRef, QueryEmbedding
 
@@ -121,7 +121,7 @@ class PageStore(ABC):
         """Top ``limit`` pages: prefetch on the pooled (and sparse) vectors, rerank by MaxSim.
 
         ``prefetch_limit``: first-stage candidates; None sizes them to the pages in scope
-        (:func:`~llama_index_docmemo.store.plans.prefetch_for`: 200 up to about 36,000 pages)."""
+        (:func:`~llama_index_docmemo.store.operations.prefetch_for`: 200 up to about 36,000 pages)."""
 
     async def asearch(
         self,
@@ -142,7 +142,7 @@ class PageStore(ABC):
 
     def search_depth(self, page_filter: PageFilter | None = None) -> int:
         """First-stage candidates a search of ``page_filter`` takes without ``prefetch_limit``
-        (:func:`~llama_index_docmemo.store.plans.prefetch_for` of the pages in scope). A query
+        (:func:`~llama_index_docmemo.store.operations.prefetch_for` of the pages in scope). A query
         asks once and passes it to each of its searches, so the scope is counted once a query.
         Backends with a cheaper estimate than :meth:`count_pages` override this."""
         return prefetch_for(self.count_pages(page_filter))

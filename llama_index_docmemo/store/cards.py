@@ -29,10 +29,8 @@ from llama_index_docmemo.encoders.lexical import Bm25Lexical
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.levers.document_stage import DocumentCard, card_fields, make_card
 from llama_index_docmemo.memory.schema import DocumentSchema
-from llama_index_docmemo.store import operations as op
-from llama_index_docmemo.store.branch_fusion import fuse_branches
+from llama_index_docmemo.store.operations import SearchPlan
 from llama_index_docmemo.store.payloads import KIND_DOCUMENT, PointData, schema_from_payload
-from llama_index_docmemo.store.plans import SearchPlan
 from llama_index_docmemo.store.scope import PageFilter, scope_filter
 from llama_index_docmemo.types import PageRecord, SparseVector
 
@@ -130,33 +128,7 @@ def card_from_payload(payload: Mapping[str, Any]) -> StoredCard:
     return StoredCard(schema, DocumentCard(schema.doc_id, head, body))
 
 
-def _route(page_filter: PageFilter | None) -> str | None:
-    return None if page_filter is None else page_filter.route
-
-
-def list_cards_steps(page_filter: PageFilter | None) -> op.Steps[list[StoredCard]]:
-    """The cards of the documents ``page_filter`` admits (one request a few hundred documents:
-    only the schema and the card of each record are read), by document id."""
-    if page_filter is not None and page_filter.matches_nothing:
-        return []
-    payloads = yield from op.scroll_all(
-        scope_filter(KIND_DOCUMENT, page_filter), fields=CARD_FIELDS, route=_route(page_filter)
-    )
-    return sorted((card_from_payload(p) for p in payloads), key=lambda c: c.schema.doc_id)
-
-
 def card_plan(plan: SearchPlan, page_filter: PageFilter | None) -> SearchPlan:
     """A page search's plan turned to the cards of the documents ``page_filter`` admits (the
     lexical IDF, when scoped by the filter, is then over those cards)."""
     return replace(plan, where=scope_filter(KIND_DOCUMENT, page_filter))
-
-
-def search_cards_steps(
-    plan: SearchPlan, page_filter: PageFilter | None
-) -> op.Steps[list[tuple[StoredCard, float]]]:
-    """The best cards for the query of ``plan`` (one request: its dense and lexical branches,
-    fused as pages are), best first."""
-    if page_filter is not None and page_filter.matches_nothing:
-        return []
-    branches = yield op.Search(card_plan(plan, page_filter), _route(page_filter))
-    return [(card_from_payload(p), s) for p, s in fuse_branches(branches, plan)]

@@ -26,13 +26,13 @@ from tenacity import (
 
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.faults import fault_point
-from llama_index_docmemo.step_runtime import arun
+from llama_index_docmemo.step_runtime import run
 from llama_index_docmemo.store import ids
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store._qdrant import QdrantLayoutStore
-from llama_index_docmemo.store.client_requests import Call, Routing, call, vectors_config
+from llama_index_docmemo.store.client_requests import Request, Routing, request_for, vectors_config
 from llama_index_docmemo.store.layouts import DEFAULT_LAYOUT, LEXICAL, MultivectorLayout
-from llama_index_docmemo.store.plans import Fusion, IdfScope
+from llama_index_docmemo.store.operations import Fusion, IdfScope
 
 _RETRY_STATUS = frozenset({429, 502, 503, 504})
 SHARED_SHARD_KEY = "docmemo-shared"
@@ -196,7 +196,7 @@ class QdrantClientPageStore(QdrantLayoutStore):
     def _failure(self, what: str, exc: Exception) -> StoreError:
         return StoreError(f"{what} on {self.location} failed: {exc}")
 
-    def _send(self, request: Call) -> Any:
+    def _request(self, request: Request) -> Any:
         """One call on the sync client, retried on transient failures."""
         method = getattr(self.client, request.method)
         try:
@@ -208,13 +208,13 @@ class QdrantClientPageStore(QdrantLayoutStore):
         return request.parse(reply)
 
     def _execute(self, operation: op.Operation) -> Any:
-        reply = self._send(call(operation, routing=self._routing, timeout=self.timeout))
+        reply = self._request(request_for(operation, routing=self._routing, timeout=self.timeout))
         if isinstance(operation, op.Commit):  # one request took the document past both steps
             fault_point("record-written")
             fault_point("stale-deleted")
         return reply
 
-    async def _asend(self, request: Call) -> Any:
+    async def _arequest(self, request: Request) -> Any:
         """One call on the async client, with the sync driver's retries."""
         if self._aclient is None:
             self._aclient = AsyncQdrantClient(
@@ -229,23 +229,22 @@ class QdrantClientPageStore(QdrantLayoutStore):
             raise self._failure(request.what, exc) from exc
         return request.parse(reply)
 
-    async def _arun(self, steps: op.Steps[op.T]) -> op.T:
-        """Native async on a server (the same steps as :meth:`_run`); local mode (one in-process
-        store) runs in a thread."""
-        if not self.remote:
-            return await super()._arun(steps)
-        return await arun(steps, self._aexecute)
-
     async def _aexecute(self, operation: op.Operation) -> Any:
-        return await self._asend(call(operation, routing=self._routing, timeout=self.timeout))
+        """Native async on a server (the request :meth:`_execute` sends); local mode (one
+        in-process store) runs in a thread."""
+        if not self.remote:
+            return await super()._aexecute(operation)
+        return await self._arequest(
+            request_for(operation, routing=self._routing, timeout=self.timeout)
+        )
 
     # ------------------------------------------------------------ the collection
 
     def _open(self, cluster: dict[str, Any], tenant_shard_keys: Sequence[str] | None) -> None:
-        exists = self._send(Call("checking the collection", "collection_exists", {}, bool))
+        exists = self._request(Request("checking the collection", "collection_exists", {}, bool))
         if exists:
             self._adopt_routing(tenant_shard_keys)
-            self._run(self._open_steps())
+            run(self._open_steps())
             if not self.remote:
                 self.recover()  # local mode: this process owns the folder
             return
@@ -267,13 +266,13 @@ class QdrantClientPageStore(QdrantLayoutStore):
             **cluster,
         }
         try:
-            self._send(Call("creating the collection", "create_collection", create))
+            self._request(Request("creating the collection", "create_collection", create))
         except StoreError:
             # another process created it between our check and our create: use theirs
-            if not self._send(Call("checking the collection", "collection_exists", {}, bool)):
+            if not self._request(Request("checking the collection", "collection_exists", {}, bool)):
                 raise
             self._adopt_routing(tenant_shard_keys)
-            self._run(self._open_steps())
+            run(self._open_steps())
             return
         if tenant_shard_keys:
             self._routing = Routing(frozenset(dedicated), SHARED_SHARD_KEY)
@@ -283,14 +282,14 @@ class QdrantClientPageStore(QdrantLayoutStore):
                     "shards_number": cluster["shard_number"],
                     "replication_factor": cluster["replication_factor"],
                 }
-                self._send(Call(f"creating shard key {key!r}", "create_shard_key", options))
+                self._request(Request(f"creating shard key {key!r}", "create_shard_key", options))
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Payload indexes have no effect")
-            self._run(self._create_steps())
+            run(self._create_steps())
 
     def _adopt_routing(self, tenant_shard_keys: Sequence[str] | None) -> None:
         """An existing collection's shard keys: taken as they are, checked against the request."""
-        info = self._send(Call("reading the collection", "get_collection", {}))
+        info = self._request(Request("reading the collection", "get_collection", {}))
         if info.config.params.sharding_method != models.ShardingMethod.CUSTOM:
             if tenant_shard_keys:
                 raise StoreError(
@@ -298,7 +297,7 @@ class QdrantClientPageStore(QdrantLayoutStore):
                     f"tenant_shard_keys={list(tenant_shard_keys)} (index into a new collection)"
                 )
             return
-        stored = self._send(Call("reading the shard keys", "list_shard_keys", {}))
+        stored = self._request(Request("reading the shard keys", "list_shard_keys", {}))
         keys = {str(k.key) for k in stored.shard_keys or []} - {SHARED_SHARD_KEY}
         if tenant_shard_keys is not None and set(tenant_shard_keys) != keys:
             raise StoreError(
@@ -319,8 +318,8 @@ class QdrantClientPageStore(QdrantLayoutStore):
         if not self.remote:
             return  # local mode has no indexes to defer
         config = models.OptimizersConfigDiff(indexing_threshold=threshold)
-        self._send(
-            Call(
+        self._request(
+            Request(
                 "setting the indexing threshold",
                 "update_collection",
                 {"optimizers_config": config, "timeout": self.timeout},

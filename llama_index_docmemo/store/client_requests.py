@@ -1,6 +1,6 @@
 """The server backend's requests, sans-I/O: each store operation as one qdrant-client call.
 
-:func:`call` turns an :mod:`.operations` value into the method name, keyword arguments and reply
+:func:`request_for` turns an :mod:`.operations` value into the method name, keyword arguments and reply
 parser of one qdrant-client call. ``QdrantClient`` and ``AsyncQdrantClient`` share those names
 and arguments (the async client is generated from the sync one), so the sync and async drivers
 send the very same request. The filter translation of the server path lives here, once.
@@ -17,8 +17,8 @@ from qdrant_client import models
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store import scope
 from llama_index_docmemo.store.layouts import FDE, GRID, LEXICAL, MULTI, MultivectorLayout
+from llama_index_docmemo.store.operations import SearchPlan
 from llama_index_docmemo.store.payloads import WRITE_STATE, IndexKind, PointData
-from llama_index_docmemo.store.plans import SearchPlan
 from llama_index_docmemo.types import FieldGroup, FieldMatch
 
 _RANGE_OPS = ("gt", "gte", "lt", "lte")
@@ -221,7 +221,7 @@ def _payload(record: Any) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Call:
+class Request:
     """One qdrant-client call: ``getattr(client, method)(collection, **kwargs)`` -> ``parse``."""
 
     what: str
@@ -246,7 +246,7 @@ class Routing:
         return None if route is None else self.write_key(route)
 
 
-def call(operation: op.Operation, *, routing: Routing | None, timeout: int) -> Call:
+def request_for(operation: op.Operation, *, routing: Routing | None, timeout: int) -> Request:
     """The qdrant-client call of one store operation (writes wait, with strong ordering)."""
     route = getattr(operation, "route", None)
     write_key = routing.write_key(route) if routing is not None else None
@@ -254,16 +254,16 @@ def call(operation: op.Operation, *, routing: Routing | None, timeout: int) -> C
     writes = {"wait": True, "ordering": models.WriteOrdering.STRONG, "timeout": timeout}
     if isinstance(operation, op.Upsert):
         points = [point(p) for p in operation.points]
-        return Call(
+        return Request(
             "upsert", "upsert", {"points": points, "shard_key_selector": write_key, **writes}
         )
     if isinstance(operation, op.Commit):
         operations = commit_operations(operation, write_key)
-        return Call("commit", "batch_update_points", {"update_operations": operations, **writes})
+        return Request("commit", "batch_update_points", {"update_operations": operations, **writes})
     if isinstance(operation, op.Delete):
         selector = models.FilterSelector(filter=client_filter(operation.where))
         kwargs = {"points_selector": selector, "shard_key_selector": read_key, **writes}
-        return Call("delete", "delete", kwargs)
+        return Request("delete", "delete", kwargs)
     if isinstance(operation, op.SetPayload):
         kwargs = {
             "payload": operation.payload,
@@ -271,7 +271,7 @@ def call(operation: op.Operation, *, routing: Routing | None, timeout: int) -> C
             "shard_key_selector": read_key,
             **writes,
         }
-        return Call("set payload", "set_payload", kwargs)
+        return Request("set payload", "set_payload", kwargs)
     if isinstance(operation, op.CreateIndex):
         kwargs = {
             "field_name": operation.key,
@@ -279,7 +279,7 @@ def call(operation: op.Operation, *, routing: Routing | None, timeout: int) -> C
             "wait": True,
             "timeout": timeout,
         }
-        return Call(f"indexing payload field '{operation.key}'", "create_payload_index", kwargs)
+        return Request(f"indexing payload field '{operation.key}'", "create_payload_index", kwargs)
     if isinstance(operation, op.Scroll):
         fields = operation.fields
         kwargs = {
@@ -291,7 +291,7 @@ def call(operation: op.Operation, *, routing: Routing | None, timeout: int) -> C
             "shard_key_selector": read_key,
             "timeout": timeout,
         }
-        return Call("scroll", "scroll", kwargs, lambda r: ([_payload(p) for p in r[0]], r[1]))
+        return Request("scroll", "scroll", kwargs, lambda r: ([_payload(p) for p in r[0]], r[1]))
     if isinstance(operation, op.Count):
         kwargs = {
             "count_filter": client_filter(operation.where),
@@ -299,7 +299,7 @@ def call(operation: op.Operation, *, routing: Routing | None, timeout: int) -> C
             "shard_key_selector": read_key,
             "timeout": timeout,
         }
-        return Call("count", "count", kwargs, lambda reply: reply.count)
+        return Request("count", "count", kwargs, lambda reply: reply.count)
     if isinstance(operation, op.Retrieve):
         kwargs = {
             "ids": [operation.point_id],
@@ -308,10 +308,10 @@ def call(operation: op.Operation, *, routing: Routing | None, timeout: int) -> C
             "shard_key_selector": read_key,
             "timeout": timeout,
         }
-        return Call("retrieve", "retrieve", kwargs, lambda r: _payload(r[0]) if r else None)
+        return Request("retrieve", "retrieve", kwargs, lambda r: _payload(r[0]) if r else None)
     if isinstance(operation, op.Search):
         requests = query_requests(operation.plan, read_key)
-        return Call(
+        return Request(
             "search",
             "query_batch_points",
             {"requests": requests, "timeout": timeout},

@@ -14,6 +14,7 @@ import qdrant_edge as qe
 
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.faults import fault_point
+from llama_index_docmemo.step_runtime import run
 from llama_index_docmemo.store import disk_space, ids, scope
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store._qdrant import QdrantLayoutStore
@@ -25,8 +26,8 @@ from llama_index_docmemo.store.layouts import (
     MULTI,
     MultivectorLayout,
 )
+from llama_index_docmemo.store.operations import Fusion, IdfScope, SearchPlan
 from llama_index_docmemo.store.payloads import WRITE_STATE, IndexKind, PointData
-from llama_index_docmemo.store.plans import Fusion, IdfScope, SearchPlan
 from llama_index_docmemo.types import FieldGroup, FieldMatch
 
 logger = logging.getLogger(__name__)
@@ -299,7 +300,7 @@ class EdgePageStore(QdrantLayoutStore):
         try:
             if self._execute(op.Retrieve(ids.STORE_POINT_ID)) is None:
                 self._complete_creation()
-            self._run(self._open_steps())
+            run(self._open_steps())
             self.recover()  # this process owns the folder: no write of another is in flight
         except BaseException:
             self._shard.close()
@@ -325,7 +326,7 @@ class EdgePageStore(QdrantLayoutStore):
             self._shard = self._call("create", qe.EdgeShard.create, str(building), config)
             try:
                 fault_point("store-created")
-                self._run(self._create_steps())
+                run(self._create_steps())
                 self._flush()
             finally:
                 self._shard.close()
@@ -346,7 +347,7 @@ class EdgePageStore(QdrantLayoutStore):
         (0.1.0 created stores in place, so a crash right after creation left such a folder.)
         """
         if self.shard.count(qe.CountRequest(exact=True)) == 0:
-            self._run(self._create_steps())
+            run(self._create_steps())
             self._flush()
             return
         raise StoreError(

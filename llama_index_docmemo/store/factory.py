@@ -9,7 +9,7 @@ from llama_index_docmemo.encoders.base import PageEncoder
 from llama_index_docmemo.errors import NoStoreError, StoreError
 from llama_index_docmemo.store.base import PageStore
 from llama_index_docmemo.store.layouts import DEFAULT_LAYOUT, PAGE_IMAGE_LAYOUT, MultivectorLayout
-from llama_index_docmemo.store.plans import Fusion, IdfScope
+from llama_index_docmemo.store.operations import Fusion, IdfScope
 
 Backend = Literal["edge", "client"]
 

@@ -192,7 +192,7 @@ sizing tables (docs/backends.md, "Sizing"): a MUVERA first stage of 32 buckets x
 against 0.944 for 16 x 16), originals pooled by 2 (384 of 768 vectors: the pooled rerank of the
 top-400 keeps 0.970 there, pooling by 3 0.950) and TurboQuant-coded at 1 byte a dimension:
 57 KB of vectors a page, 63.5 KB on disk at 100,000 pages, recall@10 0.960 at the 300
-candidates a search takes there (``plans.prefetch_for``; 31 ms p50), 0.932 at 200 (21 ms). Stores
+candidates a search takes there (``operations.prefetch_for``; 31 ms p50), 0.932 at 200 (21 ms). Stores
 created before keep the layout their record names."""
 
 

@@ -6,6 +6,7 @@ processes opening one server collection at once both finish it.
 
 from __future__ import annotations
 
+from llama_index_docmemo.step_runtime import Steps
 from llama_index_docmemo.store import cards, scope
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store.payloads import (
@@ -27,79 +28,91 @@ from llama_index_docmemo.store.scope import match
 from llama_index_docmemo.types import FieldMatch
 
 
-def migration_steps(version: int, *, lexical: bool) -> op.Steps[int]:
+def migration_steps(send: op.Send, version: int, *, lexical: bool) -> Steps[int]:
     """Bring a store of layout ``version`` to the current one; returns documents migrated.
     ``lexical``: the store has lexical vectors (the cards get theirs).
 
-    The caller writes the new store record afterwards.
+    ``send``: the store's, each operation as its backend's call. The caller writes the new store
+    record afterwards.
     """
     for key, kind, is_tenant in PAYLOAD_INDEXES:
-        yield op.CreateIndex(key, kind, is_tenant)
+        yield send(op.CreateIndex(key, kind, is_tenant))
     if version < 2:
-        yield from _identity_fields()
+        yield from _identity_fields(send)
     if version < 3:
-        yield from _file_names()
-    return (yield from _cards(lexical))
+        yield from _file_names(send)
+    return (yield from _cards(send, lexical))
 
 
-def _identity_fields() -> op.Steps[None]:
+def _identity_fields(send: op.Send) -> Steps[None]:
     """Layout 1 (0.1.0): identity and access fields on every point.
 
     0.1.0 kept one document per bare doc id (file name), so each page belongs to the one record
     of its doc id; records move to their (tenant, doc id) point. Pages no record claims (left by
     a crash in 0.1.0) are deleted.
     """
-    records = yield from op.scroll_all(scope.kind_filter(KIND_DOCUMENT))
+    records = yield from op.scroll_all(send, scope.kind_filter(KIND_DOCUMENT))
     for payload in records:
         schema = schema_from_payload(payload)
         fields = document_payload(schema)
         page_fields = {k: fields[k] for k in (REVISION, *access_payload(None, "", []))}
-        yield op.SetPayload(
-            scope.kind_filter(KIND_PAGE, doc_id=[schema.doc_id], doc_version=[schema.doc_version]),
-            page_fields,
-        )
-        yield op.Upsert([PointData(fields[DOC_KEY], payload=fields)])
-        yield op.Delete(
-            scope.everything(
-                match(KIND, (KIND_DOCUMENT,)),
-                match("doc_id", (schema.doc_id,)),
-                FieldMatch(DOC_KEY, "is_empty"),
+        yield send(
+            op.SetPayload(
+                scope.kind_filter(
+                    KIND_PAGE, doc_id=[schema.doc_id], doc_version=[schema.doc_version]
+                ),
+                page_fields,
             )
         )
-    yield op.Delete(scope.everything(match(KIND, (KIND_PAGE,)), FieldMatch(DOC_KEY, "is_empty")))
+        yield send(op.Upsert([PointData(fields[DOC_KEY], payload=fields)]))
+        yield send(
+            op.Delete(
+                scope.everything(
+                    match(KIND, (KIND_DOCUMENT,)),
+                    match("doc_id", (schema.doc_id,)),
+                    FieldMatch(DOC_KEY, "is_empty"),
+                )
+            )
+        )
+    yield send(
+        op.Delete(scope.everything(match(KIND, (KIND_PAGE,)), FieldMatch(DOC_KEY, "is_empty")))
+    )
 
 
-def _file_names() -> op.Steps[int]:
+def _file_names(send: op.Send) -> Steps[int]:
     """Layout 2: ``file_name`` (the basename, as nodes show it) on every page and record, and
     ``source`` on records, so ``MetadataFilter(key="file_name")`` matches what nodes show."""
-    records = yield from op.scroll_all(scope.kind_filter(KIND_DOCUMENT))
+    records = yield from op.scroll_all(send, scope.kind_filter(KIND_DOCUMENT))
     for payload in records:
         schema = schema_from_payload(payload)
         fields = document_payload(schema)
         doc_key = str(fields[DOC_KEY])
-        yield op.Upsert([PointData(doc_key, payload=fields)])
-        yield op.SetPayload(
-            scope.kind_filter(KIND_PAGE, **{DOC_KEY: [doc_key]}),
-            {FILE_NAME: file_name(schema.source, schema.doc_id)},
+        yield send(op.Upsert([PointData(doc_key, payload=fields)]))
+        yield send(
+            op.SetPayload(
+                scope.kind_filter(KIND_PAGE, **{DOC_KEY: [doc_key]}),
+                {FILE_NAME: file_name(schema.source, schema.doc_id)},
+            )
         )
     return len(records)
 
 
-def _cards(lexical: bool) -> op.Steps[int]:
+def _cards(send: op.Send, lexical: bool) -> Steps[int]:
     """Layout 3: a card on every document record (:mod:`.cards`), made from its schema and its
     stored first page, as a write makes it. The record gets the card's BM25 vector (``lexical``)
     but not the first page's dense vectors, which a read of payloads cannot give: a migrated
     card is found by its words until the document is indexed again."""
-    records = yield from op.scroll_all(scope.kind_filter(KIND_DOCUMENT))
+    records = yield from op.scroll_all(send, scope.kind_filter(KIND_DOCUMENT))
     for payload in records:
         schema = schema_from_payload(payload)
         doc_key = str(payload[DOC_KEY])
         pages = yield from op.scroll_all(
+            send,
             scope.kind_filter(
                 KIND_PAGE, **{DOC_KEY: [doc_key], REVISION: [payload[REVISION]], "page": [1]}
-            )
+            ),
         )
         first = [record_from_payload(p) for p in pages[:1]]
         record = PointData(doc_key, payload=payload)
-        yield op.Upsert([cards.with_card(record, schema, first, {}, lexical=lexical)])
+        yield send(op.Upsert([cards.with_card(record, schema, first, {}, lexical=lexical)]))
     return len(records)

@@ -129,24 +129,6 @@ def page_payload(record: PageRecord, revision_id: str, *, pending: bool = False)
     return payload
 
 
-def record_from_payload(payload: dict[str, Any]) -> PageRecord:
-    return PageRecord(
-        doc_id=str(payload["doc_id"]),
-        doc_version=str(payload["doc_version"]),
-        page=int(payload["page"]),
-        n_pages=int(payload["n_pages"]),
-        text=str(payload.get("text", "")),
-        source=str(payload.get("source", "")),
-        section=str(payload.get("section", "")),
-        tenant=payload.get("tenant"),
-        acl=[str(group) for group in payload.get("acl") or []],
-        width=float(payload.get("width", 0.0)),
-        height=float(payload.get("height", 0.0)),
-        ocr=bool(payload.get("ocr", False)),
-        metadata=dict(payload.get(USER) or {}),
-    )
-
-
 def document_payload(schema: DocumentSchema) -> dict[str, Any]:
     """The schema as JSON text, beside the fields that filters need."""
     return {

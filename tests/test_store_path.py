@@ -1,0 +1,28 @@
+"""A search reaches the store and comes back through at most seven package files (issue 44),
+measured by ``benchmarks/query_files.py`` on one offline query of the demo report: the engine, the
+loop, the levers' round, the steps runtime, the store's reads, the embedded backend, and the
+types of the hits it returns."""
+
+from __future__ import annotations
+
+from benchmark_module import load_benchmark
+
+query_files = load_benchmark("query_files")
+
+PATH = [
+    "llama_index_docmemo.levers.rounds",
+    "llama_index_docmemo.loop.query",
+    "llama_index_docmemo.query_engine",
+    "llama_index_docmemo.step_runtime",
+    "llama_index_docmemo.store.edge",
+    "llama_index_docmemo.store.reads",
+    "llama_index_docmemo.types",
+]
+
+
+def test_a_search_reaches_the_store_and_back_through_at_most_seven_files() -> None:
+    counts = query_files.measure()
+    path = counts["store path"]
+    assert len(path) <= 7, path
+    assert path == PATH  # the loop's suspended steps were followed to the backend, not cut
+    assert set(path) <= set(counts["query"])
