@@ -182,7 +182,7 @@ def test_metric_questions_search_the_statements_their_inputs_come_from() -> None
 
 
 def test_a_question_naming_a_statement_or_pp_and_e_searches_that_statement() -> None:
-    from llama_index_docmemo.levers.financial import BALANCE, INCOME, statement_queries
+    from llama_index_docmemo.levers.statements import BALANCE, INCOME, statement_queries
 
     assert statement_queries("Did Pfizer grow its PPNE between FY20 and FY21?") == [BALANCE]
     assert statement_queries("What is 3M's net PP&E, as shown in the balance sheet?") == [BALANCE]

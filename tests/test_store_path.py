@@ -1,7 +1,9 @@
-"""A search reaches the store and comes back through at most seven package files (issue 44),
-measured by ``benchmarks/query_files.py`` on one offline query of the demo report: the engine, the
-loop, the levers' round, the steps runtime, the store's reads, the embedded backend, and the
-types of the hits it returns."""
+"""A search reaches the store and comes back through few package files (issue 44), measured by
+``benchmarks/query_files.py`` on one offline query of the demo report: the engine, the loop's
+rounds, the levers' round, the steps runtime, the store's reads, the embedded backend, and the
+types of the hits it returns: seven for a round's search; the document stage's search over the
+whole scope (asked before the loop knows the scope holds one document) is one room deeper
+(``loop/documents.py``), eight over both."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ query_files = load_benchmark("query_files")
 
 PATH = [
     "llama_index_docmemo.levers.rounds",
+    "llama_index_docmemo.loop.documents",
     "llama_index_docmemo.loop.query",
     "llama_index_docmemo.query_engine",
     "llama_index_docmemo.step_runtime",
@@ -20,9 +23,9 @@ PATH = [
 ]
 
 
-def test_a_search_reaches_the_store_and_back_through_at_most_seven_files() -> None:
+def test_a_search_reaches_the_store_and_back_through_at_most_eight_files() -> None:
     counts = query_files.measure()
     path = counts["store path"]
-    assert len(path) <= 7, path
+    assert len(path) <= 8, path
     assert path == PATH  # the loop's suspended steps were followed to the backend, not cut
     assert set(path) <= set(counts["query"])

@@ -21,9 +21,9 @@ from llama_index_docmemo.store.payloads import (
     access_payload,
     document_payload,
     file_name,
-    record_from_payload,
     schema_from_payload,
 )
+from llama_index_docmemo.store.reads import record_from_payload
 from llama_index_docmemo.store.scope import match
 from llama_index_docmemo.types import FieldMatch
 
