@@ -10,6 +10,7 @@ import pymupdf
 import pytest
 
 from llama_index_docmemo import DocMemoQueryEngine, DocumentIndexer, PageFilter, open_store
+from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.encoders import default_encoder
 
 COMPANIES = {"ACME": 118.0, "GLOBEX": 342.5, "INITECH": 77.25}
@@ -73,7 +74,10 @@ def test_a_question_naming_no_file_reads_the_named_company(collection: Path, com
 def test_the_document_stage_never_weighs_another_tenants_filing(collection: Path) -> None:
     with open_store(path=collection, encoder=default_encoder()) as store:
         engine = DocMemoQueryEngine.from_defaults(
-            store=store, evidence_images=False, page_filter=PageFilter()
+            store=store,
+            evidence_images=False,
+            page_filter=PageFilter(),
+            config=DocMemoConfig(card_lead=0.0),  # weigh documents though no card names Hooli
         )
         result = engine.run("What were Hooli's capital expenditures in fiscal 2023?")
     weighed = {d.doc_id for r in result.trace.rounds for d in r.documents}

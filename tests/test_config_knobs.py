@@ -282,6 +282,7 @@ ROWS: list[tuple[str, Any, dict[str, Any], str]] = [
     ("document_beliefs", False, {}, "corpus"),
     ("document_search_pages", 5, {}, "corpus"),
     ("card_weight", 0.0, {}, "corpus"),
+    ("card_lead", 0.9, {}, "corpus"),
     ("document_prior_strength", 1.0, {}, "corpus"),
     ("document_irrelevant_weight", 0.5, {}, "corpus"),
     ("documents_per_round", 1, {"document_share": 0.0}, "corpus"),
