@@ -69,17 +69,20 @@ def add_document(
     version: str = "v1",
     tenant: str | None = None,
     acl: Sequence[str] = (),
+    title: str = "",
+    embed: Callable[[Sequence[PageRecord]], list[PageEmbedding]] | None = None,
 ) -> DocumentSchema:
-    """Index one document's page texts with the word encoder (a new version replaces the old)."""
+    """Index one document's page texts, embedded by ``embed`` (the word encoder by default; a
+    new version replaces the old)."""
     n = len(texts)
     schema = DocumentSchema(
-        doc_id=doc_id, doc_version=version, n_pages=n, tenant=tenant, acl=list(acl)
+        doc_id=doc_id, doc_version=version, n_pages=n, tenant=tenant, acl=list(acl), title=title
     )
     records = [
         PageRecord(doc_id, version, i + 1, n, t, source="", tenant=tenant, acl=list(acl))
         for i, t in enumerate(texts)
     ]
-    store.upsert_document(schema, records, word_embeddings(records))
+    store.upsert_document(schema, records, (embed or word_embeddings)(records))
     return schema
 
 

@@ -10,7 +10,7 @@ from llama_index_docmemo.levers.document_stage import (
     card_scores,
     document_scores,
     make_card,
-    naming_words,
+    naming_groups,
     page_scores,
 )
 from llama_index_docmemo.memory.schema import DocumentSchema, Section
@@ -44,9 +44,11 @@ def _best(question: str, cards) -> str:  # noqa: ANN001
 
 
 def test_naming_words_are_names_years_and_forms_not_what_is_asked() -> None:
-    words = naming_words(
-        "Assume that you are an analyst. What is the FY2018 capital expenditure for 3M "
-        "in its 10-K? Answer in USD millions."
+    words = set().union(
+        *naming_groups(
+            "Assume that you are an analyst. What is the FY2018 capital expenditure for 3M "
+            "in its 10-K? Answer in USD millions."
+        )
     )
     assert set(keys("2018")) <= words and "w:3m" in words and "w:fy2018" in words
     assert set(keys("Annual")) <= words and set(keys("USD")) <= words

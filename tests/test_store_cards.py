@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakes_docmemo import BagOfWordsEncoder
+from stores_docmemo import add_document, word_embeddings
 
 from llama_index_docmemo.encoders.lexical import Bm25Lexical
 from llama_index_docmemo.evaluation.caching import MemoStore
@@ -24,7 +26,13 @@ from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store.cards import StoredCard
 from llama_index_docmemo.store.payloads import journal_point
 from llama_index_docmemo.store.scope import PageFilter
-from llama_index_docmemo.types import FieldGroup, FieldMatch, PageInput, PageRecord, QueryEmbedding
+from llama_index_docmemo.types import (
+    FieldGroup,
+    FieldMatch,
+    PageEmbedding,
+    PageRecord,
+    QueryEmbedding,
+)
 
 BACKENDS = ("edge", "client")
 ENCODER = BagOfWordsEncoder()
@@ -45,31 +53,16 @@ def open_sparse(backend: str, folder: Path) -> PageStore:
     return QdrantClientPageStore(location=":memory:", **settings)  # type: ignore[arg-type]
 
 
-def add(
-    store: PageStore,
-    doc_id: str,
-    texts: Sequence[str],
-    *,
-    version: str = "v1",
-    tenant: str | None = None,
-    acl: Sequence[str] = (),
-    title: str = "",
-) -> DocumentSchema:
-    n = len(texts)
-    schema = DocumentSchema(
-        doc_id=doc_id, doc_version=version, n_pages=n, tenant=tenant, acl=list(acl), title=title
-    )
-    records = [
-        PageRecord(doc_id, version, i + 1, n, t, "", tenant=tenant, acl=list(acl))
-        for i, t in enumerate(texts)
-    ]
-    embeddings = ENCODER.encode_pages([PageInput(r.ref, r.text) for r in records])
-    embeddings = [
+def sparse_embeddings(records: Sequence[PageRecord]) -> list[PageEmbedding]:
+    """The word encoder's embeddings with each page's BM25 vector (a sparse store's pages)."""
+    return [
         replace(e, sparse=LEXICAL.embed_page(r.text))
-        for e, r in zip(embeddings, records, strict=True)
+        for e, r in zip(word_embeddings(records), records, strict=True)
     ]
-    store.upsert_document(schema, records, embeddings)
-    return schema
+
+
+def add(store: PageStore, doc_id: str, texts: Sequence[str], **fields: Any) -> DocumentSchema:
+    return add_document(store, doc_id, texts, embed=sparse_embeddings, **fields)
 
 
 def query(text: str) -> QueryEmbedding:

@@ -36,12 +36,12 @@ from llama_index_docmemo.evaluation.metrics import QuestionRun
 from llama_index_docmemo.evaluation.orders import next_in_ranking, next_neighbours
 from llama_index_docmemo.events import counting_llm_calls
 from llama_index_docmemo.levers.document_stage import (
-    card_lead,
     card_scores,
     document_scores,
     hit_scores,
 )
 from llama_index_docmemo.levers.rounds import QuerySearches, RoundLevers
+from llama_index_docmemo.loop.documents import names_documents
 from llama_index_docmemo.loop.state import RoundOutcome, stop_reason
 from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
 from llama_index_docmemo.step_runtime import run as run_steps
@@ -254,7 +254,7 @@ class TwoStageRanking(FirstRoundRanking):
         docs = tuple(sorted({h.record.doc_id for h in hits}))
         stored = self.store.list_cards(replace(scope, doc_ids=docs)) if docs else []
         matches = card_scores(item.question, [s.card for s in stored])
-        if len(docs) > 1 and card_lead(matches, settings.documents_per_round) < settings.card_lead:
+        if len(docs) > 1 and not names_documents(matches, self.config):
             return None
         scores = document_scores(hit_scores(hits), matches, settings.card_weight)
         return sorted(scores, key=lambda d: (-scores[d], d))

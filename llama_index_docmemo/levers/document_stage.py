@@ -120,11 +120,6 @@ def naming_groups(question: str) -> list[frozenset[str]]:
     return list(out)
 
 
-def naming_words(question: str) -> set[str]:
-    """Every match key of the question's naming words (:func:`naming_groups`)."""
-    return set().union(*naming_groups(question))
-
-
 def card_scores(question: str, cards: Iterable[DocumentCard]) -> dict[str, float]:
     """Each card's share of the question's naming words (:func:`naming_groups`), in [0, 1].
 

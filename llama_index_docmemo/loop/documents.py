@@ -18,7 +18,7 @@ The rules here are pure functions of the state; the steps (:func:`load_schemas`,
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -82,12 +82,12 @@ def with_cards(
     return replace(documents, cards=kept, card_match=card_scores(question, kept.values()))
 
 
-def names_documents(documents: DocumentState, config: DocMemoConfig) -> bool:
+def names_documents(card_match: Mapping[str, float], config: DocMemoConfig) -> bool:
     """Whether the question's card match puts one or two documents (``documents_per_round``)
-    at least ``card_lead`` ahead of the rest: only then do the beliefs choose documents."""
+    at least ``card_lead`` ahead of the rest: only then are documents chosen (by the beliefs,
+    or by ``two-stage``)."""
     settings = config.documents
-    lead = card_lead(documents.card_match, settings.documents_per_round)
-    return lead >= settings.card_lead
+    return card_lead(card_match, settings.documents_per_round) >= settings.card_lead
 
 
 def with_priors(
@@ -211,7 +211,7 @@ def document_stage(
                 return state, []
         if cards:
             documents = with_cards(documents, cards, state.question)
-        if starting and not names_documents(documents, config):
+        if starting and not names_documents(documents.card_match, config):
             return state, []  # the question names no document apart: pages over the scope
         state = replace(state, documents=with_priors(documents, wide, config))
     return state, wide[: config.selection.candidates]
