@@ -4,7 +4,8 @@
 the stop policy says why to end, then the result. A round (:func:`one_round`) searches
 (``select``), reads (``read_pages``) and applies the reading; every decision is a pure function
 of the state (``choose``, ``apply``, ``close_round``; the document layer's in ``documents.py``),
-so this module holds only the I/O and the query's deadline (:class:`QueryClock`).
+so this module holds only the I/O (the document stage's searches and reads too) and the query's
+deadline (:class:`QueryClock`).
 
 Each step is written once, as steps (``step_runtime.py``): it yields the store searches, page
 reads, renders and LLM requests it needs, and :func:`run_query` / :func:`arun_query` perform
@@ -15,6 +16,7 @@ from one :class:`~.runner.DocMemoRunner`; nothing of a query outlives it.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -34,13 +36,13 @@ from llama_index_docmemo.levers.rounds import QuerySearches
 from llama_index_docmemo.llms.servers import endpoint
 from llama_index_docmemo.llms.wire import deadline_scope, describe, is_llm_failure
 from llama_index_docmemo.loop.documents import (
-    DocumentSearches,
     allot,
-    document_candidates,
-    document_stage,
+    begin,
     document_trace,
-    load_schemas,
+    names_documents,
     prior_documents,
+    with_cards,
+    with_priors,
 )
 from llama_index_docmemo.loop.reading import (
     reading_input,
@@ -62,6 +64,7 @@ from llama_index_docmemo.loop.state import (
     close_round,
     documents_possible,
     needs_scope_count,
+    new_documents,
     pinned,
     round_query,
     round_selection,
@@ -69,6 +72,7 @@ from llama_index_docmemo.loop.state import (
     start,
     verdict,
     with_records,
+    with_schemas,
 )
 from llama_index_docmemo.reasoning.base import summarize_evidence
 from llama_index_docmemo.step_runtime import Call, Steps, arun, either, offload, run, within
@@ -76,9 +80,11 @@ from llama_index_docmemo.step_runtime import Call, Steps, arun, either, offload,
 if TYPE_CHECKING:
     from concurrent.futures import Executor
 
+    from llama_index_docmemo.levers.document_stage import DocumentCard
     from llama_index_docmemo.loop.runner import DocMemoRunner
+    from llama_index_docmemo.memory.schema import DocumentSchema
     from llama_index_docmemo.store.scope import PageFilter
-    from llama_index_docmemo.types import Feedback, PageHit, PageRef
+    from llama_index_docmemo.types import Feedback, PageHit, PageRef, QueryEmbedding
 
 dispatcher = instrument.get_dispatcher(__name__)
 T = TypeVar("T")
@@ -114,6 +120,17 @@ class QueryClock:
     def passed(self) -> bool:
         """The deadline has passed, or cut work in flight."""
         return self.cut or (self.limit is not None and _clock() - self._start >= self.limit)
+
+
+@dataclass
+class DocumentSearches:
+    """The searches one query's document layer made, kept so that a query text is searched
+    once over the scope and once in each document (I/O results, not state: searching again
+    would find the same)."""
+
+    scope_hits: dict[str, list[PageHit]] = field(default_factory=dict)  # by query text
+    doc_hits: dict[tuple[str, str, bool], list[PageHit]] = field(default_factory=dict)
+    doc_searches: dict[str, QuerySearches] = field(default_factory=dict)  # per document
 
 
 @dataclass
@@ -228,6 +245,102 @@ def one_round(runner: DocMemoRunner, state: QueryState, io: QueryIO) -> Steps[Qu
         reserved=runner.reserved_llm_calls,
     )
     return close_round(state, reading, trace, config, clock)
+
+
+# -- the document stage ----------------------------------------------------------------------
+def load_schemas(
+    runner: DocMemoRunner, state: QueryState, hits: Sequence[PageHit]
+) -> Steps[tuple[QueryState, list[DocumentSchema]]]:
+    """Schemas of the hits' documents not seen before, their versions pinned; returns the
+    state and those schemas."""
+    store = runner.store
+    new = new_documents(state, hits)
+    if not new.doc_ids:
+        return state, []
+    schemas = yield either(store.list_documents, store.alist_documents, new)
+    return with_schemas(state, schemas), schemas
+
+
+def load_cards(
+    runner: DocMemoRunner, state: QueryState, hits: Sequence[PageHit]
+) -> Steps[tuple[QueryState, dict[str, DocumentCard]]]:
+    """The schemas and stored cards of the hits' documents not seen before, read together in
+    one request (the card is the pinned version's); returns the state and the new cards."""
+    store = runner.store
+    new = new_documents(state, hits)
+    if not new.doc_ids:
+        return state, {}
+    stored = yield either(store.list_cards, store.alist_cards, new)
+    state = with_schemas(state, [s.schema for s in stored])
+    return state, {s.schema.doc_id: s.card for s in stored}
+
+
+def document_stage(
+    runner: DocMemoRunner,
+    state: QueryState,
+    searches: QuerySearches,
+    memo: DocumentSearches,
+    query: str,
+    embedding: QueryEmbedding,
+) -> Steps[tuple[QueryState, list[PageHit]]]:
+    """The round's search over the whole scope (``document_search_pages`` deep, once a query
+    text), its new documents' schemas and stored cards, their priors; returns the state and the page
+    candidates (``candidates`` best). On round 1 it decides whether the candidates span
+    documents: with one, ``state.documents`` stays None and this returns no candidates."""
+    config = runner.config
+    wide = memo.scope_hits.get(query)
+    if wide is None:
+        settings = config.documents
+        depth = searches.depth
+        if depth is None:
+            depth = searches.depth = yield from runner.levers.depth(state.scope)
+        limit = max(config.selection.candidates, settings.document_search_pages)
+        found = yield from runner.levers.search(embedding, state.scope, depth, limit)
+        cards: dict[str, DocumentCard] = {}
+        if found:
+            state, cards = yield from load_cards(runner, state, found)
+        wide = memo.scope_hits[query] = pinned(state, found)
+        documents = state.documents
+        starting = documents is None
+        if documents is None:
+            documents = begin(wide, config)
+            if documents is None:
+                return state, []
+        if cards:
+            documents = with_cards(documents, cards, state.question)
+        if starting and not names_documents(documents.card_match, config):
+            return state, []  # the question names no document apart: pages over the scope
+        state = replace(state, documents=with_priors(documents, wide, config))
+    return state, wide[: config.selection.candidates]
+
+
+def document_candidates(
+    runner: DocMemoRunner,
+    state: QueryState,
+    memo: DocumentSearches,
+    query: str,
+    embedding: QueryEmbedding,
+) -> Steps[list[list[PageHit]]]:
+    """Each allotted document searched for its own candidates (once a query text and
+    document): the levers' searches run inside it, never over the whole scope. Returns the
+    new searches' pinned hits, in the allotted order."""
+    assert state.documents is not None
+    levers = runner.config.levers
+    round_ = state.round + 1
+    fused = levers.searching and round_ >= levers.statement_first_round
+    within: list[list[PageHit]] = []
+    for doc_id in state.documents.allotted:
+        key = (query, doc_id, fused)  # the levers' searches join from a later round
+        if key in memo.doc_hits:
+            continue
+        scope = replace(state.scope, doc_ids=(doc_id,))
+        searches = memo.doc_searches.setdefault(doc_id, QuerySearches())
+        found = yield from runner.levers.candidates(
+            round_, state.question, embedding, scope, searches
+        )
+        memo.doc_hits[key] = hits = pinned(state, found)
+        within.append(hits)
+    return within
 
 
 # -- select ------------------------------------------------------------------------------------
