@@ -180,6 +180,9 @@ class DocumentSettings(_Settings):
         document_prior_strength: pseudo-counts a document's stage score is worth in its prior.
         document_irrelevant_weight: b_d added per page of d labelled irrelevant (a useful
             page adds 1 to a_d).
+        document_miss_weight: b_d added for a round that read pages of d and found none
+            useful, times 1 - the question's card match of d: a document chosen by its pages
+            alone is left after a fruitless round, a filing the question names is searched on.
         documents_per_round: most documents one round reads from (two for a question that
             compares two filings).
         document_share: another document shares a round's pages once its belief draw is at
@@ -195,6 +198,7 @@ class DocumentSettings(_Settings):
     card_weight: float = Field(0.7, ge=0.0, le=1.0)
     document_prior_strength: float = Field(4.0, ge=0.0)
     document_irrelevant_weight: float = Field(0.03, ge=0.0)
+    document_miss_weight: float = Field(1.0, ge=0.0)
     documents_per_round: int = Field(2, ge=1, le=10)
     document_share: float = Field(0.9, ge=0.0, le=1.0)
     card_lead: float = Field(0.1, ge=0.0, le=1.0)

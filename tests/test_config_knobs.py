@@ -285,6 +285,7 @@ ROWS: list[tuple[str, Any, dict[str, Any], str]] = [
     ("card_lead", 0.9, {}, "corpus"),
     ("document_prior_strength", 1.0, {}, "corpus"),
     ("document_irrelevant_weight", 0.5, {}, "corpus"),
+    ("document_miss_weight", 0.0, {}, "corpus"),
     ("documents_per_round", 1, {"document_share": 0.0}, "corpus"),
     ("document_share", 0.0, {}, "corpus"),
     ("max_llm_calls", 1, {}, ""),

@@ -101,6 +101,23 @@ def test_a_form_type_tells_a_quarterly_report_from_an_annual_one() -> None:
     assert _best("What was Pfizer's revenue in Q2 of FY2023?", cards) == "Pfizer_2023Q2_10Q.pdf"
 
 
+def test_a_number_or_the_letters_of_a_word_with_digits_name_no_document() -> None:
+    """ "90 minutes" measures, it does not name; "3M" and "FY2018" name by the word whole (or
+    its year), never by a "3" or an "FY" that any report prints."""
+    slides = make_card("slides.pdf", "Germanwings 9525 crisis", "Lufthansa digital response")
+    report = make_card(
+        "report.pdf", "ADOBE 2015 10K", "FY 2017 revenue 3 segments, 90 and 120 days"
+    )
+    for question in (
+        "What colors are the logo within the first 90 minutes and afterward until 120 minutes?",
+        "What is the FY2018 capital expenditure for 3M?",
+    ):
+        assert card_scores(question, [slides, report])["report.pdf"] == 0.0, question
+    assert not set().union(*naming_groups("What share of the 90 minutes, 3.5 or 12?"))
+    three_m = make_card("a.pdf", "3M Company", "annual report 2018")
+    assert _best("What is the FY2018 capital expenditure for 3M?", [three_m, report]) == "a.pdf"
+
+
 def test_a_word_on_every_card_decides_nothing() -> None:
     cards = [_card(*filing) for filing in FILINGS]
     assert set(

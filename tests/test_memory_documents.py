@@ -28,7 +28,7 @@ def test_prior_comes_from_the_score_and_is_never_overwritten() -> None:
 
 
 def test_a_useful_page_raises_its_document_more_than_an_irrelevant_one_lowers_it() -> None:
-    docs = DocumentBeliefMemory(prior_strength=0.0, irrelevant_weight=0.25)
+    docs = DocumentBeliefMemory(prior_strength=0.0, irrelevant_weight=0.25, miss_weight=0.0)
     docs.add({"a.pdf": 0.5, "b.pdf": 0.5})
     docs.update(
         useful=[PageRef("a.pdf", 1)],
@@ -37,6 +37,22 @@ def test_a_useful_page_raises_its_document_more_than_an_irrelevant_one_lowers_it
     assert docs.get("a.pdf") == (2.0, 1.0)
     assert docs.get("b.pdf") == (1.0, 2.0)  # four irrelevant pages = one useful page's weight
     assert "z.pdf" not in docs  # a document never scored holds no belief
+
+
+def test_a_fruitless_round_lowers_a_document_by_how_little_the_question_names_it() -> None:
+    docs = DocumentBeliefMemory(prior_strength=0.0, irrelevant_weight=0.0, miss_weight=2.0)
+    docs.add({"named.pdf": 0.5, "paged.pdf": 0.5, "found.pdf": 0.5, "unread.pdf": 0.5})
+    docs.update(
+        useful=[PageRef("found.pdf", 2)],
+        irrelevant=[PageRef(d, p) for d in ("named.pdf", "paged.pdf", "found.pdf") for p in (1, 3)],
+        named={"named.pdf": 0.75, "paged.pdf": 0.0, "found.pdf": 0.0},
+    )
+    assert docs.get("named.pdf") == (1.0, 1.5)  # the question names it: looked in further
+    assert docs.get("paged.pdf") == (1.0, 3.0)  # chosen by its pages alone: left
+    assert docs.get("found.pdf") == (2.0, 1.0)  # one useful page: the round was not fruitless
+    assert docs.get("unread.pdf") == (1.0, 1.0)  # not read this round: nothing learnt
+    docs.update(irrelevant=[PageRef("paged.pdf", 5)])  # no card match given: not named
+    assert docs.get("paged.pdf") == (1.0, 5.0)
 
 
 def test_a_dominant_document_gets_the_whole_round() -> None:
@@ -74,6 +90,8 @@ def test_greedy_never_draws_and_thompson_follows_the_seed() -> None:
 def test_bad_settings_are_refused() -> None:
     with pytest.raises(ValueError, match="non-negative"):
         DocumentBeliefMemory(irrelevant_weight=-1.0)
+    with pytest.raises(ValueError, match="non-negative"):
+        DocumentBeliefMemory(miss_weight=-1.0)
 
 
 @settings(max_examples=200, deadline=None)

@@ -99,13 +99,16 @@ def make_card(doc_id: str, head: str, body: str) -> DocumentCard:
 
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9&'’.\-]*[A-Za-z0-9]|[A-Za-z0-9]")
 _SENTENCE_END = re.compile(r"[.?!:;]\s*$")
+_YEAR = re.compile(r"(19|20)\d\d")
 
 
 def naming_groups(question: str) -> list[frozenset[str]]:
     """The match keys of each word by which a question names its document, one set a word:
-    names (a capital letter inside a sentence, or all capitals: "PepsiCo", "JPM"), years and
-    other words with digits ("FY2018", "3M", "10-K", "Q2"). Sentence-initial words ("What",
-    "Assume") and the question's other words describe what is asked, not where."""
+    names (a capital letter inside a sentence, or all capitals: "PepsiCo", "JPM"), years, and
+    words of letters and digits ("FY2018", "3M", "Q2") by the word whole or its year, never
+    by their letters or digits alone (an "FY" or a "3" is on every report). Numbers that are
+    not years ("90 minutes"), sentence-initial words ("What", "Assume") and the question's
+    other words describe what is asked, not where."""
     out: dict[frozenset[str], None] = {}
     question = _forms(question)
     for m in _WORD.finditer(question):
@@ -113,10 +116,16 @@ def naming_groups(question: str) -> list[frozenset[str]]:
         initial = not question[: m.start()].strip() or bool(
             _SENTENCE_END.search(question[: m.start()])
         )
-        has_digit = any(c.isdigit() for c in word)
-        capital = word[0].isupper() and (not initial or (len(word) > 1 and word.isupper()))
-        if (has_digit or capital) and (group := frozenset(naming_keys(word))):
-            out.setdefault(group, None)
+        digits, letters = any(c.isdigit() for c in word), any(c.isalpha() for c in word)
+        group = naming_keys(word)
+        if digits and letters:
+            group = {k for k in group if k.startswith("w:") or _YEAR.fullmatch(k)}
+        elif digits:
+            group = group if _YEAR.fullmatch(word) else set()
+        elif not (word[0].isupper() and (not initial or (len(word) > 1 and word.isupper()))):
+            group = set()
+        if group:
+            out.setdefault(frozenset(group), None)
     return list(out)
 
 

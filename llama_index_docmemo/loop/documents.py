@@ -49,7 +49,9 @@ def begin(wide: Sequence[PageHit], config: DocMemoConfig) -> DocumentState | Non
         return None
     settings = config.documents
     memory = DocumentBeliefMemory(
-        settings.document_prior_strength, settings.document_irrelevant_weight
+        settings.document_prior_strength,
+        settings.document_irrelevant_weight,
+        settings.document_miss_weight,
     )
     return DocumentState(beliefs=memory)
 

@@ -440,7 +440,7 @@ def apply(state: QueryState, reading: Reading, config: DocMemoConfig) -> tuple[Q
         )
         if documents is not None:  # a useful page raises its document, an irrelevant one less
             moved = documents.beliefs.copy()
-            moved.update(feedback.useful_pages, feedback.irrelevant_pages)
+            moved.update(feedback.useful_pages, feedback.irrelevant_pages, documents.card_match)
             documents = replace(documents, beliefs=moved)
     state = replace(
         state,

@@ -4,7 +4,9 @@ Over a whole collection the right document is the first thing to find: a questio
 only worth reading inside it. The prior comes from the document stage's score
 (:mod:`llama_index_docmemo.levers.document_stage`); the reader's page labels move it (a useful
 page raises its document by one; an irrelevant page lowers it by a fraction, since a document
-is not wrong because one of its pages is). Each round the beliefs decide how many of the
+is not wrong because one of its pages is; a round that read a document and found nothing in it
+lowers it by as much as the question does not name it, so a document the pages alone chose is
+left after a fruitless round while a filing the question names is searched on). Each round the beliefs decide how many of the
 round's pages each document gets (:meth:`DocumentBeliefMemory.allot`). No I/O, no model calls.
 """
 
@@ -26,18 +28,26 @@ class DocumentBeliefMemory:
             [0, 1] starts at Beta(1 + s*c, 1 + s*(1 - c)).
         irrelevant_weight: b_d added per page of d labelled irrelevant (a useful page adds 1
             to a_d).
+        miss_weight: b_d added once for a round that read pages of d and found none of them
+            useful, times how little the question names d (1 - its card match): the reader's
+            labels can take back a choice the question did not make.
     """
 
-    def __init__(self, prior_strength: float = 4.0, irrelevant_weight: float = 0.03) -> None:
-        if prior_strength < 0 or irrelevant_weight < 0:
-            raise ValueError("prior_strength and irrelevant_weight must be non-negative")
+    def __init__(
+        self, prior_strength: float = 4.0, irrelevant_weight: float = 0.03, miss_weight: float = 1.0
+    ) -> None:
+        if prior_strength < 0 or irrelevant_weight < 0 or miss_weight < 0:
+            raise ValueError(
+                "prior_strength, irrelevant_weight and miss_weight must be non-negative"
+            )
         self.prior_strength = prior_strength
         self.irrelevant_weight = irrelevant_weight
+        self.miss_weight = miss_weight
         self._state: dict[str, tuple[float, float]] = {}
 
     def copy(self) -> DocumentBeliefMemory:
         """An independent copy (a query's state is a value: its rules change copies)."""
-        other = DocumentBeliefMemory(self.prior_strength, self.irrelevant_weight)
+        other = DocumentBeliefMemory(self.prior_strength, self.irrelevant_weight, self.miss_weight)
         other._state = dict(self._state)
         return other
 
@@ -69,8 +79,21 @@ class DocumentBeliefMemory:
                 c = min(max(float(score), 0.0), 1.0)
                 self._state[doc_id] = (1.0 + s * c, 1.0 + s * (1.0 - c))
 
-    def update(self, useful: Iterable[PageRef] = (), irrelevant: Iterable[PageRef] = ()) -> None:
-        """A round's page labels moved to their documents (documents not held are ignored)."""
+    def update(
+        self,
+        useful: Iterable[PageRef] = (),
+        irrelevant: Iterable[PageRef] = (),
+        named: Mapping[str, float] | None = None,
+    ) -> None:
+        """A round's page labels moved to their documents (documents not held are ignored);
+        ``named``: each document's card match with the question, in [0, 1] (none: 0)."""
+        useful, irrelevant = list(useful), list(irrelevant)
+        found = {ref.doc_id for ref in useful}
+        named = named or {}
+        for doc_id in {ref.doc_id for ref in irrelevant} - found:
+            if doc_id in self._state:
+                a, b = self._state[doc_id]
+                self._state[doc_id] = (a, b + self.miss_weight * (1.0 - named.get(doc_id, 0.0)))
         for ref in useful:
             if ref.doc_id in self._state:
                 a, b = self._state[ref.doc_id]
