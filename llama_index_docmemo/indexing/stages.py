@@ -34,7 +34,7 @@ from llama_index_docmemo.ingest.pdf import (
 from llama_index_docmemo.ingest.structure import build_schema
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store.metadata import metadata_digest
-from llama_index_docmemo.store.validation import lay_out
+from llama_index_docmemo.store.points import lay_out
 from llama_index_docmemo.types import PageEmbedding, PageInput, PageRecord, PageRef
 
 if TYPE_CHECKING:
