@@ -26,7 +26,7 @@ from llama_index_docmemo.levers.references import (
     reference_boosts,
 )
 from llama_index_docmemo.levers.statements import fuse_rankings, statement_queries
-from llama_index_docmemo.memory.references import ReferenceGraph, build_reference_graph
+from llama_index_docmemo.memory.schema import ReferenceGraph, build_reference_graph
 from llama_index_docmemo.step_runtime import Steps, either, offload, parallel
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.types import FieldGroup, PageHit, PageRecord, PageRef, QueryEmbedding
