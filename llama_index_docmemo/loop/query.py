@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import llama_index.core.instrumentation as instrument
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_index_docmemo.blocking import cpu_executor
 from llama_index_docmemo.errors import DeadlineExceeded, LLMError
 from llama_index_docmemo.events import (
     DocMemoRoundEndEvent,
@@ -71,7 +70,16 @@ from llama_index_docmemo.loop.state import (
     with_records,
 )
 from llama_index_docmemo.reasoning.base import summarize_evidence
-from llama_index_docmemo.step_runtime import Call, Steps, arun, either, offload, run, within
+from llama_index_docmemo.step_runtime import (
+    Call,
+    Steps,
+    arun,
+    cpu_executor,
+    either,
+    offload,
+    run,
+    within,
+)
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor

@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from llama_index_docmemo.blocking import to_cpu_thread, to_thread
 from llama_index_docmemo.memory.schema import DocumentSchema
+from llama_index_docmemo.step_runtime import to_cpu_thread, to_thread
 from llama_index_docmemo.store.layouts import MultivectorLayout
 from llama_index_docmemo.store.operations import prefetch_for
 from llama_index_docmemo.store.points import StoredCard, built_card
@@ -44,7 +44,7 @@ class PageStore(ABC):
     holds_gil: bool = False
     """Its calls hold the GIL throughout (an in-process engine: Qdrant Edge): the async reads
     run them on the process's CPU thread, not the blocking pool (see
-    :mod:`llama_index_docmemo.blocking`: threads would not run them in parallel, and several
+    :mod:`llama_index_docmemo.step_runtime`: threads would not run them in parallel, and several
     queued for the GIL starve the event loop)."""
 
     @abstractmethod
