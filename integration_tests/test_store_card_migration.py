@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from safety_worker import HashEncoder, open_hash_store, write_pdf
 
-from llama_index_docmemo.encoders.lexical import Bm25Lexical
+from llama_index_docmemo.encoders.base import Bm25Lexical
 from llama_index_docmemo.indexing import DocumentIndexer
 from llama_index_docmemo.levers.document_stage import naming_keys
 from llama_index_docmemo.store import operations as op

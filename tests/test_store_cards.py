@@ -17,7 +17,7 @@ import pytest
 from fakes_docmemo import BagOfWordsEncoder
 from stores_docmemo import add_document, word_embeddings
 
-from llama_index_docmemo.encoders.lexical import Bm25Lexical
+from llama_index_docmemo.encoders.base import Bm25Lexical
 from llama_index_docmemo.evaluation.caching import MemoStore
 from llama_index_docmemo.levers.document_stage import naming_keys
 from llama_index_docmemo.memory.schema import DocumentSchema

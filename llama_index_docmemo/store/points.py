@@ -45,7 +45,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from llama_index_docmemo.encoders.lexical import Bm25Lexical
+from llama_index_docmemo.encoders.base import Bm25Lexical
 from llama_index_docmemo.errors import DocumentRejectedError, StoreError, printable
 from llama_index_docmemo.levers.document_stage import DocumentCard, card_fields, make_card
 from llama_index_docmemo.memory.schema import DocumentSchema
