@@ -42,12 +42,13 @@ from llama_index_docmemo.loop.documents import (
     prior_documents,
 )
 from llama_index_docmemo.loop.reading import (
+    capped_crops,
     reading_input,
     rerank_can_change,
     rerank_stage,
     selected_nodes,
 )
-from llama_index_docmemo.loop.result import DocMemoResult, build_result, capped_crops, round_trace
+from llama_index_docmemo.loop.result import DocMemoResult, build_result, round_trace
 from llama_index_docmemo.loop.state import (
     Choice,
     Clock,
