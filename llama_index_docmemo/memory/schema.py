@@ -133,6 +133,7 @@ class SchemaMemory:
 
 
 # -- the reference graph -------------------------------------------------------------------------
+
 _KINDS = {
     "table": "table",
     "tab": "table",

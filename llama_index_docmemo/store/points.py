@@ -58,6 +58,7 @@ from llama_index_docmemo.types import (
 )
 
 # -- ids ----------------------------------------------------------------------------------------
+
 NAMESPACE = uuid.UUID("6f1c2b9e-5d1a-4c07-9a8e-3b2f0d4e7a61")
 NO_TENANT = "\x00no-tenant"
 """The stored tenant of a document indexed without one."""
@@ -124,6 +125,7 @@ def journal_point_id(doc_key: str) -> str:
 
 
 # -- payloads -----------------------------------------------------------------------------------
+
 KIND = "kind"
 KIND_PAGE = "page"
 KIND_DOCUMENT = "document"
@@ -327,6 +329,8 @@ class StoreMeta:
 
 
 # -- checks -------------------------------------------------------------------------------------
+
+
 def dense(array: object, shape: tuple[int | None, ...], what: str) -> np.ndarray:
     """``array`` as float32 of ``shape`` (None: any positive length), finite, or a StoreError."""
     try:
@@ -505,6 +509,7 @@ def _document_points(
 
 
 # -- cards --------------------------------------------------------------------------------------
+
 CARD = "card"
 """The record's payload key holding the card: ``{"head": [keys], "body": [keys]}``."""
 
