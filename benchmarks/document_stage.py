@@ -4,7 +4,7 @@ A question asked of a whole collection makes the loop's round 1 do more than a p
 (``loop/query.py``, ``_document_stage``): the question's search over the scope goes
 ``document_search_pages`` deep instead of ``candidates`` (100 pages instead of 30), the schemas
 and cards of the documents among those pages are read (one request: each document's card is
-stored on its record at ingest, ``store/cards.py``), and the cards are matched to the question
+stored on its record at ingest, ``store/points.py``), and the cards are matched to the question
 (``levers/document_stage.py``). This measures that against the plain round-1 search, through
 the package's own store and encoder (Qdrant Edge on disk, the default CPU encoder):
 
@@ -46,8 +46,8 @@ from llama_index_docmemo.levers.document_stage import card_scores, document_scor
 from llama_index_docmemo.levers.rounds import RoundLevers
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.step_runtime import run
-from llama_index_docmemo.store.cards import CARD, card_payload
 from llama_index_docmemo.store.factory import open_store
+from llama_index_docmemo.store.points import CARD, card_payload
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.types import PageInput, PageRecord, PageRef
 

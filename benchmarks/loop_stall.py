@@ -1,6 +1,6 @@
 """What stalls an asyncio event loop: PyMuPDF work off the loop, and full garbage collections.
 
-``work`` (the numbers behind ``llama_index_docmemo/blocking.py``'s CPU thread): renders pages at the reader's image
+``work`` (the numbers behind ``llama_index_docmemo/step_runtime.py``'s CPU thread): renders pages at the reader's image
 size, or analyses their layout (the crop postprocessor's detection), a few at a time, on one
 thread, on two, or on asyncio's default pool, while a 5 ms heartbeat on the loop measures the
 longest gap. PyMuPDF holds the GIL, so the executor decides how long the loop waits.
@@ -63,8 +63,9 @@ def one_page(kind: str, pdf: str, page: int, cache: Path) -> float:
     return time.perf_counter() - started
 
 
-async def stall(kind: str, jobs: list[tuple[str, int]], executor: Executor | None,
-                concurrency: int, cache: Path) -> dict[str, float]:
+async def stall(
+    kind: str, jobs: list[tuple[str, int]], executor: Executor | None, concurrency: int, cache: Path
+) -> dict[str, float]:
     """The longest heartbeat gap while ``jobs`` run ``concurrency`` at a time on ``executor``."""
     loop = asyncio.get_running_loop()
     gaps: list[float] = []
@@ -112,8 +113,11 @@ def cmd_work(args: argparse.Namespace) -> None:
         ):
             result = asyncio.run(stall(kind, jobs, executor, args.concurrency, cache))
             rows.append({"work": kind, "executor": name, **result})
-            print(f"{kind:7} {name:21} call {result['mean_call_ms']:6.0f} ms   "
-                  f"longest loop gap {result['max_loop_gap_ms']:5.0f} ms", flush=True)
+            print(
+                f"{kind:7} {name:21} call {result['mean_call_ms']:6.0f} ms   "
+                f"longest loop gap {result['max_loop_gap_ms']:5.0f} ms",
+                flush=True,
+            )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
 
@@ -133,7 +137,9 @@ def cmd_gc(args: argparse.Namespace) -> None:
             [sys.executable, "-c", GC_PROBE, modules], capture_output=True, text=True, check=True
         )
         result = json.loads(done.stdout.strip().splitlines()[-1])
-        print(f"{modules:45} {result['objects']:8,} objects   full collection {result['ms']:5.1f} ms")
+        print(
+            f"{modules:45} {result['objects']:8,} objects   full collection {result['ms']:5.1f} ms"
+        )
 
 
 def main() -> None:

@@ -12,7 +12,7 @@ every thread). Three counts (issue 44):
   call it yielded) at each call from the package into the backend (``qdrant_edge`` /
   ``qdrant_client``) during a store ``search``; back: every package module whose code ran in
   that search after the backend's last reply (the reply turned into hits). The steps runtime
-  (``step_runtime``, ``blocking``) is counted, as the issue counted it;
+  (``step_runtime``) is counted, as the issue counted it;
 - **store helpers**: every package module whose code ran inside a store ``search``.
 
 Usage: PYTHONPATH=<checkout> python benchmarks/query_files.py [--list] [--question N]

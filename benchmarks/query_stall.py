@@ -9,7 +9,7 @@ the machine alone costs a loop, other processes and the scheduler). Both are rep
 with the gap's 99th percentile; the heap is frozen after start-up (``gc.freeze()``, as
 docs/python.md advises) unless ``--no-freeze``. ``--processes N`` gives the engine a process
 pool of N for its GIL-holding work (PyMuPDF renders and layout analysis) instead of its default
-thread (``llama_index_docmemo/blocking.py``).
+thread (``llama_index_docmemo/step_runtime.py``).
 
 Usage: PYTHONPATH=<checkout>:<checkout>/integration_tests \\
     python benchmarks/query_stall.py [--queries 32] [--runs 3] [--json out.json]

@@ -8,7 +8,7 @@ keeps its ``llama_index_docmemo`` modules: the request's path. The stack is read
 reads: a step suspended in the steps runtime (``step_runtime.run``/``arun`` drive generators that
 yield their I/O) counts as the caller of the call it yielded, and a thread, a pool's work item or
 an asyncio task counts as called by the code that started it. The runtime itself
-(``step_runtime``, ``blocking``) drives every step of the package and is not counted.
+(``step_runtime``) drives every step of the package and is not counted.
 
 ``--all`` also lists every module of ``llms/`` and ``reasoning/`` whose code ran during the
 round (helpers called on the side: prompts, the context fit, the reply's checks).
@@ -33,7 +33,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration_tests"))
 
 PACKAGE = "llama_index_docmemo"
-RUNTIME = frozenset({f"{PACKAGE}.step_runtime", f"{PACKAGE}.blocking"})
+RUNTIME = frozenset({f"{PACKAGE}.step_runtime"})
 """Modules that drive every step of the package (not part of any one request's path)."""
 READER_FOLDERS = (f"{PACKAGE}.llms.", f"{PACKAGE}.reasoning.")
 SEND = frozenset(

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from llama_index_docmemo.encoders.lexical import Bm25Lexical
+from llama_index_docmemo.encoders.base import Bm25Lexical
 from llama_index_docmemo.encoders.wordllama import WordLlamaEncoder, load_wordllama
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.types import PageInput, PageRef

@@ -60,7 +60,7 @@ from llama_index_docmemo.store import EdgePageStore, MultivectorLayout
 from llama_index_docmemo.store.layouts import PAGE_IMAGE_LAYOUT, pool_tokens
 from llama_index_docmemo.store.muvera import Muvera
 from llama_index_docmemo.store.operations import prefetch_for
-from llama_index_docmemo.store.validation import lay_out
+from llama_index_docmemo.store.points import lay_out
 from llama_index_docmemo.types import PageEmbedding, PageRecord
 
 TOP_K = 10

@@ -30,10 +30,11 @@ from safety_worker import HashEncoder, write_pdf
 from llama_index_docmemo.indexing import DocumentIndexer, IndexReport
 from llama_index_docmemo.ingest.pdf import file_sha256
 from llama_index_docmemo.step_runtime import run
-from llama_index_docmemo.store import ids, open_store
+from llama_index_docmemo.store import open_store
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store.base import PageStore
 from llama_index_docmemo.store.client import QdrantClientPageStore
+from llama_index_docmemo.store.points import document_point_id
 from llama_index_docmemo.store.scope import PageFilter, journal_filter
 
 ray = pytest.importorskip("ray")
@@ -118,9 +119,7 @@ def assert_committed(store: PageStore, docs: dict[str, Path], n_pages: int | Non
         scope = PageFilter(doc_ids=(doc_id,), tenant=TENANT)
         assert store.count_pages(scope) == expected, f"{doc_id}: stale or partial pages left"
         committed.add((doc_id, version))
-        assert ids.document_point_id(TENANT, doc_id) not in journals(store), (
-            f"{doc_id}: journal left"
-        )
+        assert document_point_id(TENANT, doc_id) not in journals(store), f"{doc_id}: journal left"
     hits = store.search(
         ENCODER.encode_query("heron tariff page"), limit=500, page_filter=PageFilter(tenant=TENANT)
     )
@@ -200,7 +199,7 @@ def test_a_document_that_always_kills_its_worker_fails_alone_and_stays_invisible
         hits = store.search(ENCODER.encode_query("poison heron"), limit=100, page_filter=everything)
         assert "poison.pdf" not in {h.record.doc_id for h in hits}
         assert "poison.pdf" not in {s.doc_id for s in store.list_documents(everything)}
-        assert journals(store) == {ids.document_point_id(TENANT, "poison.pdf")}
+        assert journals(store) == {document_point_id(TENANT, "poison.pdf")}
         write_plan(plan)
         again = index(store, folder, executor)
         assert again.indexed == [str(poison)] and len(again.unchanged) == 3

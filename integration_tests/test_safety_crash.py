@@ -22,8 +22,9 @@ from safety_worker import DIM, HashEncoder, write_pdf
 from llama_index_docmemo.faults import STEPS
 from llama_index_docmemo.indexing import DocumentIndexer
 from llama_index_docmemo.step_runtime import run
-from llama_index_docmemo.store import EdgePageStore, ids
+from llama_index_docmemo.store import EdgePageStore
 from llama_index_docmemo.store import operations as op
+from llama_index_docmemo.store.points import STORE_POINT_ID, journal_point_id
 from llama_index_docmemo.store.scope import PageFilter, journal_filter
 
 WORKER = Path(__file__).with_name("safety_worker.py")
@@ -163,12 +164,10 @@ def test_a_store_folder_without_a_store_record_is_completed_or_explained(tmp_pat
 
     broken = tmp_path / "broken"
     shard = qe.EdgeShard.create(str(broken), _config(DIM, True))
-    shard.update(qe.UpdateOperation.upsert_points([qe.Point(ids.STORE_POINT_ID, {}, {"x": 1})]))
-    shard.update(qe.UpdateOperation.delete_points([ids.STORE_POINT_ID]))
+    shard.update(qe.UpdateOperation.upsert_points([qe.Point(STORE_POINT_ID, {}, {"x": 1})]))
+    shard.update(qe.UpdateOperation.delete_points([STORE_POINT_ID]))
     shard.update(
-        qe.UpdateOperation.upsert_points(
-            [qe.Point(ids.journal_point_id("k"), {}, {"kind": "journal"})]
-        )
+        qe.UpdateOperation.upsert_points([qe.Point(journal_point_id("k"), {}, {"kind": "journal"})])
     )
     shard.flush()
     shard.close()

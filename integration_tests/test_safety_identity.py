@@ -16,9 +16,23 @@ from llama_index_docmemo.encoders import default_encoder
 from llama_index_docmemo.indexing import DocumentIndexer
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.step_runtime import run as run_steps
-from llama_index_docmemo.store import EdgePageStore, ids, payloads
+from llama_index_docmemo.store import EdgePageStore
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store.layouts import MULTI, POOLED
+from llama_index_docmemo.store.points import (
+    ACCESS,
+    DOC_KEY,
+    FILE_NAME,
+    KIND,
+    KIND_DOCUMENT,
+    LAYOUT_VERSION,
+    REVISION,
+    STORE_POINT_ID,
+    TENANT_KEY,
+    PointData,
+    page_payload,
+    revision,
+)
 from llama_index_docmemo.store.scope import PageFilter, everything
 from llama_index_docmemo.types import FieldMatch, PageRecord, PageRef
 from tests.legacy_layout import legacy_document_point_id
@@ -171,21 +185,21 @@ def legacy_store(path: Path) -> None:
                 )
                 payload = {
                     k: v
-                    for k, v in payloads.page_payload(
-                        record, ids.revision(record.doc_version, record.acl)
+                    for k, v in page_payload(
+                        record, revision(record.doc_version, record.acl)
                     ).items()
                     if k
                     not in (
-                        payloads.REVISION,
-                        payloads.FILE_NAME,
-                        payloads.TENANT_KEY,
-                        payloads.ACCESS,
-                        payloads.DOC_KEY,
+                        REVISION,
+                        FILE_NAME,
+                        TENANT_KEY,
+                        ACCESS,
+                        DOC_KEY,
                     )
                 }
                 emb = encoder.encode_query(text)
                 points.append(
-                    payloads.PointData(
+                    PointData(
                         legacy_document_point_id(f"{doc_id}#{page}"),
                         {MULTI: emb.multivector, POOLED: emb.pooled},
                         emb.sparse,
@@ -201,9 +215,9 @@ def legacy_store(path: Path) -> None:
                     "acl": acl,
                     "schema": schema.model_dump_json(),
                 }
-                points.append(payloads.PointData(legacy_document_point_id(doc_id), payload=legacy))
+                points.append(PointData(legacy_document_point_id(doc_id), payload=legacy))
         store._execute(op.Upsert(points))
-        meta = payloads.PointData(ids.STORE_POINT_ID, payload=store._meta.payload(layout_version=1))
+        meta = PointData(STORE_POINT_ID, payload=store._meta.payload(layout_version=1))
         store._execute(op.Upsert([meta]))
 
 
@@ -213,8 +227,8 @@ def test_a_0_1_0_store_is_migrated_in_place(tmp_path: Path, caplog) -> None:
     encoder = HashEncoder()
     with EdgePageStore(path, encoder_name=encoder.name, dim=DIM, sparse=True) as store:
         assert "migrated 2 documents from store layout 1" in caplog.text
-        meta = store._execute(op.Retrieve(ids.STORE_POINT_ID))
-        assert meta["layout"] == payloads.LAYOUT_VERSION
+        meta = store._execute(op.Retrieve(STORE_POINT_ID))
+        assert meta["layout"] == LAYOUT_VERSION
         finance = PageFilter(tenant="acme", acl_groups=("finance",))
         assert [s.doc_id for s in store.list_documents(finance)] == ["report.pdf"]
         assert (
@@ -226,8 +240,8 @@ def test_a_0_1_0_store_is_migrated_in_place(tmp_path: Path, caplog) -> None:
         hits = store.search(encoder.encode_query("revenue million"), limit=5, page_filter=finance)
         assert hits[0].ref == PageRef("report.pdf", 1)
         unclaimed = everything(
-            FieldMatch(payloads.KIND, "eq", payloads.KIND_DOCUMENT),
-            FieldMatch(payloads.DOC_KEY, "is_empty"),
+            FieldMatch(KIND, "eq", KIND_DOCUMENT),
+            FieldMatch(DOC_KEY, "is_empty"),
         )
         assert not run_steps(op.scroll_all(store._send, unclaimed))
         report = DocumentIndexer(store, encoder, ocr=False).index_paths(

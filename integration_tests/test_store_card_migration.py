@@ -9,12 +9,18 @@ from pathlib import Path
 import pytest
 from safety_worker import HashEncoder, open_hash_store, write_pdf
 
-from llama_index_docmemo.encoders.lexical import Bm25Lexical
+from llama_index_docmemo.encoders.base import Bm25Lexical
 from llama_index_docmemo.indexing import DocumentIndexer
 from llama_index_docmemo.levers.document_stage import naming_keys
-from llama_index_docmemo.store import ids, payloads
 from llama_index_docmemo.store import operations as op
-from llama_index_docmemo.store.cards import CARD
+from llama_index_docmemo.store.points import (
+    CARD,
+    LAYOUT_VERSION,
+    STORE_POINT_ID,
+    PointData,
+    document_payload,
+    document_point_id,
+)
 from llama_index_docmemo.store.scope import PageFilter
 
 ENCODER = HashEncoder()
@@ -46,11 +52,11 @@ def test_a_layout_3_store_gets_cards_on_open(
         assert not naming_keys("Globex") & written["f1.pdf"]
         # as layout 3 wrote it: records without a card or vectors, the store record says 3
         store._execute(  # type: ignore[attr-defined]
-            op.Upsert([payloads.PointData(ids.STORE_POINT_ID, payload=store._meta.payload(3))])  # type: ignore[attr-defined]
+            op.Upsert([PointData(STORE_POINT_ID, payload=store._meta.payload(3))])  # type: ignore[attr-defined]
         )
         for schema in store.list_documents(SCOPE):
-            old = payloads.document_payload(schema)
-            store._execute(op.Upsert([payloads.PointData(old["doc_key"], payload=old)]))  # type: ignore[attr-defined]
+            old = document_payload(schema)
+            store._execute(op.Upsert([PointData(old["doc_key"], payload=old)]))  # type: ignore[attr-defined]
         with pytest.raises(Exception, match="has no card: the store was not migrated"):
             store.list_cards(SCOPE)
     with open_hash_store(backend, path) as store:
@@ -60,7 +66,7 @@ def test_a_layout_3_store_gets_cards_on_open(
         query = replace(ENCODER.encode_query("x"), sparse=Bm25Lexical().embed_query("Globex"))
         hits = store.search_cards(query, limit=1, page_filter=SCOPE)  # type: ignore[attr-defined]
         assert [c.schema.doc_id for c, _ in hits] == ["f2.pdf"]  # by its words (BM25)
-        meta = store._execute(op.Retrieve(ids.STORE_POINT_ID))  # type: ignore[attr-defined]
-        assert meta["layout"] == payloads.LAYOUT_VERSION
-        record = store._execute(op.Retrieve(ids.document_point_id(TENANT, "f1.pdf"), TENANT))  # type: ignore[attr-defined]
+        meta = store._execute(op.Retrieve(STORE_POINT_ID))  # type: ignore[attr-defined]
+        assert meta["layout"] == LAYOUT_VERSION
+        record = store._execute(op.Retrieve(document_point_id(TENANT, "f1.pdf"), TENANT))  # type: ignore[attr-defined]
         assert set(record[CARD]) == {"head", "body"}

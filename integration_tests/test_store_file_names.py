@@ -17,8 +17,14 @@ from safety_worker import HashEncoder, open_hash_store, write_pdf
 
 from llama_index_docmemo.indexing import DocumentIndexer
 from llama_index_docmemo.nodes import page_node
-from llama_index_docmemo.store import ids, payloads
 from llama_index_docmemo.store import operations as op
+from llama_index_docmemo.store.points import (
+    FILE_NAME,
+    LAYOUT_VERSION,
+    STORE_POINT_ID,
+    PointData,
+    document_payload,
+)
 from llama_index_docmemo.store.scope import PageFilter, kind_filter, to_page_filter
 
 ENCODER = HashEncoder()
@@ -74,20 +80,20 @@ def test_a_layout_2_store_gets_file_names_on_open(
         DocumentIndexer(store, ENCODER, ocr=False).index_paths([reports], tenant=TENANT)
         # as layout 2 wrote it: no file_name anywhere, no source on records, record says 2
         store._execute(  # type: ignore[attr-defined]
-            op.Upsert([payloads.PointData(ids.STORE_POINT_ID, payload=store._meta.payload(2))])  # type: ignore[attr-defined]
+            op.Upsert([PointData(STORE_POINT_ID, payload=store._meta.payload(2))])  # type: ignore[attr-defined]
         )
         for schema in store.list_documents():
-            old = payloads.document_payload(schema)
-            del old[payloads.FILE_NAME], old["source"]
-            store._execute(op.Upsert([payloads.PointData(old["doc_key"], payload=old)]))  # type: ignore[attr-defined]
-        store._execute(op.SetPayload(kind_filter("page"), {payloads.FILE_NAME: "unset"}))  # type: ignore[attr-defined]
+            old = document_payload(schema)
+            del old[FILE_NAME], old["source"]
+            store._execute(op.Upsert([PointData(old["doc_key"], payload=old)]))  # type: ignore[attr-defined]
+        store._execute(op.SetPayload(kind_filter("page"), {FILE_NAME: "unset"}))  # type: ignore[attr-defined]
         assert store.count_pages(scope("file_name", "10k.pdf")) == 0
     with open_hash_store(backend, path) as store:
-        assert f"from store layout 2 to {payloads.LAYOUT_VERSION}" in caplog.text
+        assert f"from store layout 2 to {LAYOUT_VERSION}" in caplog.text
         assert store.count_pages(scope("file_name", "10k.pdf")) == 4
         assert [s.doc_id for s in store.list_documents(scope("file_name", "10k.pdf"))] == [
             "2023/10k.pdf",
             "2024/10k.pdf",
         ]
-        meta = store._execute(op.Retrieve(ids.STORE_POINT_ID))  # type: ignore[attr-defined]
-        assert meta["layout"] == payloads.LAYOUT_VERSION
+        meta = store._execute(op.Retrieve(STORE_POINT_ID))  # type: ignore[attr-defined]
+        assert meta["layout"] == LAYOUT_VERSION

@@ -20,7 +20,7 @@ from llama_index.core.schema import (
     RelatedNodeInfo,
 )
 
-from llama_index_docmemo.store.payloads import file_name
+from llama_index_docmemo.store.points import file_name
 from llama_index_docmemo.types import PageRecord, PageRef
 
 _HIDDEN = ["doc_version", "source", "kind", "file_path", "summary"]

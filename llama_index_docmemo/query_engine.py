@@ -245,7 +245,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
         ``MetadataFilters``. With an LLM and ``adaptive_granularity``, table/figure crops are
         added; with ``llm_rerank``, the schema-summary LLM reranker. ``cpu_executor``: where
         async queries run GIL-holding work (default: the process's CPU thread; see
-        :mod:`llama_index_docmemo.blocking`). The reader and reranker built here share one
+        :mod:`llama_index_docmemo.step_runtime`). The reader and reranker built here share one
         ``server_memory`` (what the server taught: a refusal of images, its window): the LLM's
         own for an :class:`~llama_index_docmemo.OpenAICompatible`, else the one given (pass one to
         several engines to share it), else the engine's own.

@@ -17,11 +17,10 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_index_docmemo.blocking import cpu_executor
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.loop.query import first_round
 from llama_index_docmemo.loop.runner import DocMemoRunner
-from llama_index_docmemo.step_runtime import arun, run
+from llama_index_docmemo.step_runtime import arun, cpu_executor, run
 from llama_index_docmemo.store.scope import PageFilter, ScopeLike, caller, has_key
 
 if TYPE_CHECKING:
@@ -69,7 +68,7 @@ class DocMemoRetriever(BaseRetriever):
         similarity_top_k: pages ``retrieve`` returns (default: ``pages_per_round``); the
             engine's rounds read ``pages_per_round`` pages each.
         cpu_executor: where async queries run GIL-holding work (page renders, layout
-            analysis); default: the process's CPU thread (see :mod:`llama_index_docmemo.blocking`),
+            analysis); default: the process's CPU thread (see :mod:`llama_index_docmemo.step_runtime`),
             or pass an executor of the app's own, e.g. a ``ProcessPoolExecutor``.
     """
 

@@ -2,7 +2,7 @@
 
 Words are normalised by Qdrant's own BM25 analyser (``qdrant_edge.Bm25``: lower-casing, its
 English stop-word list, the Snowball stemmer, term hashing), the machinery that also writes the
-stored "lexical" vectors (``encoders/lexical.py``). So the offline reader, query expansion and crop
+stored "lexical" vectors (``encoders/base.py``). So the offline reader, query expansion and crop
 ranking match words exactly as the lexical search does, with one stop-word list and one stemmer:
 "employees" and "employee" share a key, "the" has none. A word's key is its BM25 term id.
 

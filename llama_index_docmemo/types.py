@@ -55,7 +55,7 @@ class PageEmbedding:
     grid: tuple[int, int] | None = None
     stored: StoredVectors | None = None
     """The vectors a store writes for this page, computed beside the encoder
-    (``store.validation.lay_out``); a store whose layout they were made for writes them as they
+    (``store.points.lay_out``); a store whose layout they were made for writes them as they
     are, any other computes its own."""
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from llama_index_docmemo.store.ids import NAMESPACE
+from llama_index_docmemo.store.points import NAMESPACE
 
 
 def legacy_document_point_id(doc_id: str) -> str:

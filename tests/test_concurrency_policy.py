@@ -1,4 +1,4 @@
-"""The concurrency policy (``llama_index_docmemo/blocking.py``): two pools a process, no other.
+"""The concurrency policy (``llama_index_docmemo/step_runtime.py``): two pools a process, no other.
 
 Engines, retrievers and stores borrow the process's pools instead of starting their own, so
 building many (an engine per request, per tenant) starts no thread, and nothing is left to
@@ -18,8 +18,8 @@ import pytest
 from fakes_docmemo import BagOfWordsEncoder
 
 import llama_index_docmemo
-from llama_index_docmemo.blocking import blocking_pool, cpu_pool
 from llama_index_docmemo.retriever import DocMemoRetriever
+from llama_index_docmemo.step_runtime import blocking_pool, cpu_pool
 from llama_index_docmemo.store import EdgePageStore, PageStore, QdrantClientPageStore
 from llama_index_docmemo.store._qdrant import QdrantLayoutStore
 from llama_index_docmemo.store.scope import PageFilter
@@ -42,7 +42,7 @@ def pool_constructions() -> list[str]:
 
 
 def test_the_package_constructs_pools_in_one_module_only() -> None:
-    assert [site.split(":")[0] for site in pool_constructions()] == ["blocking.py"]
+    assert [site.split(":")[0] for site in pool_constructions()] == ["step_runtime.py"]
 
 
 def test_retrievers_borrow_the_process_pools(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from llama_index_docmemo.encoders.base import PageEncoder
 from llama_index_docmemo.errors import DocumentRejectedError
 from llama_index_docmemo.store import EdgePageStore, MultivectorLayout
 from llama_index_docmemo.store.layouts import MULTI
-from llama_index_docmemo.store.validation import lay_out
+from llama_index_docmemo.store.points import lay_out
 from llama_index_docmemo.types import PageEmbedding, PageInput, StoredVectors
 from tests.ingest_samples import make_report
 

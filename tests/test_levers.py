@@ -8,7 +8,7 @@ from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.levers.references import reference_boosts
 from llama_index_docmemo.levers.statements import fuse_rankings, unit_scores
 from llama_index_docmemo.memory.belief import PageBeliefMemory
-from llama_index_docmemo.memory.references import (
+from llama_index_docmemo.memory.schema import (
     build_reference_graph,
     continues_next,
     label_definitions,

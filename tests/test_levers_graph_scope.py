@@ -14,7 +14,7 @@ from test_store_backends import BACKENDS, make_document, open_store_on
 
 from llama_index_docmemo.config import LeverSettings, SelectionSettings
 from llama_index_docmemo.levers.rounds import RoundLevers
-from llama_index_docmemo.memory.references import ReferenceGraph
+from llama_index_docmemo.memory.schema import ReferenceGraph
 from llama_index_docmemo.step_runtime import run
 from llama_index_docmemo.store.base import PageStore
 from llama_index_docmemo.store.scope import PageFilter

@@ -14,7 +14,7 @@ from stores_docmemo import client_store
 import llama_index_docmemo
 from llama_index_docmemo import OpenAICompatible
 from llama_index_docmemo.config import DocMemoConfig
-from llama_index_docmemo.llms.servers import ServerMemory, memory_for
+from llama_index_docmemo.llms.servers import ServerFacts, ServerMemory, memory_for
 from llama_index_docmemo.llms.vision import decide_images
 from llama_index_docmemo.postprocessors.rerank import LLMReranker
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
@@ -112,3 +112,44 @@ def test_a_pickled_llm_takes_what_was_learnt_and_learns_on_its_own() -> None:
     assert shipped.server_memory.get(shipped.server).structured_mode == "json_object"
     shipped.server_memory.update(shipped.server, refuses_images=True)
     assert not llm.server_memory.get(llm.server).refuses_images
+
+
+def test_the_least_recently_used_server_is_forgotten_first() -> None:
+    memory = ServerMemory(capacity=2)
+    memory.update("a", context_window=1)
+    memory.update("b", context_window=2)
+    assert memory.get("a").context_window == 1  # a read refreshes "a"
+    memory.update("c", context_window=3)
+    assert memory.get("b") == ServerFacts()  # "b" was the least recently used
+    assert (memory.get("a").context_window, memory.get("c").context_window) == (1, 3)
+    memory.update("a", refuses_images=True)  # an update refreshes and keeps the other facts
+    memory.update("d", context_window=4)
+    assert memory.get("a") == ServerFacts(context_window=1, refuses_images=True)
+    assert memory.get("c") == ServerFacts()
+
+
+def test_forget_one_server_or_all_and_capacity_must_be_positive() -> None:
+    memory = ServerMemory()
+    memory.update("a", context_window=1)
+    memory.update("b", context_window=2)
+    memory.forget("a")
+    memory.forget("never there")
+    assert memory.get("a") == ServerFacts() and memory.get("b").context_window == 2
+    memory.forget()
+    assert memory.get("b") == ServerFacts()
+    with pytest.raises(ValueError, match="capacity"):
+        ServerMemory(capacity=0)
+
+
+def test_a_pickled_memory_keeps_what_was_learnt_in_its_order_of_use() -> None:
+    memory = ServerMemory(capacity=2)
+    memory.update("a", context_window=1)
+    memory.update("b", context_window=2)
+    memory.get("a")  # "b" is the least recently used
+    copy = pickle.loads(pickle.dumps(memory))
+    assert copy.get("a").context_window == 1
+    copy.update("c", context_window=3)
+    assert copy.get("b") == ServerFacts() and copy.get("c").context_window == 3
+    assert memory.get("b").context_window == 2  # the original is untouched
+    copy.update("a", refuses_images=True)  # the copy has a working lock of its own
+    assert copy.get("a").refuses_images

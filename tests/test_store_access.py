@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from llama_index_docmemo.store import ids, payloads
+from llama_index_docmemo.store.points import (
+    ACCESS,
+    TENANT_KEY,
+    access_values,
+    check_name,
+    document_point_id,
+    tenant_key,
+)
 from llama_index_docmemo.store.scope import PageFilter
 
 DOCS = [
@@ -20,8 +27,8 @@ DOCS = [
 def admitted_by_conditions(page_filter: PageFilter, tenant: str | None, acl: list[str]) -> bool:
     """What the scope's Qdrant conditions admit, evaluated in Python on the stored values."""
     stored = {
-        payloads.TENANT_KEY: [ids.tenant_key(tenant)],
-        payloads.ACCESS: ids.access_values(acl),
+        TENANT_KEY: [tenant_key(tenant)],
+        ACCESS: access_values(acl),
     }
     conditions = page_filter.conditions()
     assert all(c.op in ("eq", "in") for c in conditions)
@@ -50,19 +57,17 @@ def test_the_conditions_are_deny_by_default(page_filter, expected) -> None:
 
 
 def test_identity_is_tenant_and_doc_id() -> None:
-    keys = {
-        ids.document_point_id(t, d) for t in (None, "acme", "globex") for d in ("a.pdf", "b.pdf")
-    }
+    keys = {document_point_id(t, d) for t in (None, "acme", "globex") for d in ("a.pdf", "b.pdf")}
     assert len(keys) == 6
-    assert ids.document_point_id("acme", "a.pdf") == ids.document_point_id("acme", "a.pdf")
+    assert document_point_id("acme", "a.pdf") == document_point_id("acme", "a.pdf")
 
 
 @pytest.mark.parametrize("bad", ["", "  ", "a\x00b", "tab\there", "x" * 300])
 def test_bad_names_are_refused(bad: str) -> None:
     with pytest.raises(ValueError, match="tenant"):
-        ids.check_name("tenant", bad)
+        check_name("tenant", bad)
 
 
 def test_a_name_that_is_not_utf8_is_refused_with_its_bytes_shown() -> None:
     with pytest.raises(ValueError, match=r"doc_id is not valid UTF-8: 'bad\\xff\.pdf'"):
-        ids.check_name("doc_id", "bad\udcff.pdf")  # os.fsdecode(b"bad\xff.pdf")
+        check_name("doc_id", "bad\udcff.pdf")  # os.fsdecode(b"bad\xff.pdf")

@@ -450,8 +450,7 @@ def test_an_uncommitted_version_is_invisible_and_recovered(store: PageStore) -> 
     """Pages written before their commit (a crash mid-write) are never returned, by one request."""
     from llama_index_docmemo.store import operations as op
     from llama_index_docmemo.store.layouts import DEFAULT_LAYOUT
-    from llama_index_docmemo.store.payloads import journal_point
-    from llama_index_docmemo.store.validation import document_points
+    from llama_index_docmemo.store.points import document_points, journal_point
 
     schema, records, embeddings = make_document(
         "alpha.pdf", "a2", 6, seed=9, tenant="t1", acl=("g1",)

@@ -1,4 +1,4 @@
-"""Document cards kept on the document records (``store/cards.py``), on both backends.
+"""Document cards kept on the document records (``store/points.py``), on both backends.
 
 Each document's card is written with its version, read and searched under the same scope as
 its pages (tenant, ACL, ``where``), replaced by a new version, deleted with the document, kept
@@ -17,14 +17,18 @@ import pytest
 from fakes_docmemo import BagOfWordsEncoder
 from stores_docmemo import add_document, word_embeddings
 
-from llama_index_docmemo.encoders.lexical import Bm25Lexical
+from llama_index_docmemo.encoders.base import Bm25Lexical
 from llama_index_docmemo.evaluation.caching import MemoStore
 from llama_index_docmemo.levers.document_stage import naming_keys
 from llama_index_docmemo.memory.schema import DocumentSchema
-from llama_index_docmemo.store import EdgePageStore, PageStore, QdrantClientPageStore, ids
+from llama_index_docmemo.store import EdgePageStore, PageStore, QdrantClientPageStore
 from llama_index_docmemo.store import operations as op
-from llama_index_docmemo.store.cards import StoredCard
-from llama_index_docmemo.store.payloads import journal_point
+from llama_index_docmemo.store.points import (
+    StoredCard,
+    document_point_id,
+    journal_point,
+    tenant_key,
+)
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.types import (
     FieldGroup,
@@ -174,10 +178,10 @@ def test_a_new_version_replaces_the_card_and_deleting_removes_it(store: PageStor
 
 
 def test_recovery_keeps_the_cards_vectors(store: PageStore) -> None:
-    doc_key = ids.document_point_id(None, "a1b2c3d4.pdf")
-    record = store._execute(op.Retrieve(doc_key, ids.tenant_key(None)))  # type: ignore[attr-defined]
+    doc_key = document_point_id(None, "a1b2c3d4.pdf")
+    record = store._execute(op.Retrieve(doc_key, tenant_key(None)))  # type: ignore[attr-defined]
     # a crash after the commit point, before the journal note was removed
-    store._execute(op.Upsert([journal_point(doc_key, record["revision"], ids.tenant_key(None))]))  # type: ignore[attr-defined]
+    store._execute(op.Upsert([journal_point(doc_key, record["revision"], tenant_key(None))]))  # type: ignore[attr-defined]
     assert store.recover() == 1
     dense_only = replace(query("Boeing deliveries quarterly"), sparse=None)
     best = store.search_cards(dense_only, limit=1, page_filter=PageFilter())

@@ -7,10 +7,35 @@ import pytest
 
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.memory.schema import DocumentSchema, Section
-from llama_index_docmemo.store import ids, operations, payloads, reads, scope
+from llama_index_docmemo.store import operations, reads, scope
 from llama_index_docmemo.store.layouts import DEFAULT_LAYOUT, MULTI
+from llama_index_docmemo.store.points import (
+    ACCESS,
+    DOC_KEY,
+    FILE_NAME,
+    KIND,
+    KIND_DOCUMENT,
+    KIND_PAGE,
+    NO_TENANT,
+    PAGE_FIELDS,
+    PENDING,
+    PUBLIC,
+    REVISION,
+    STORE_POINT_ID,
+    TENANT_KEY,
+    WRITE_STATE,
+    StoreMeta,
+    document_payload,
+    document_point_id,
+    document_points,
+    file_name,
+    journal_point_id,
+    page_payload,
+    page_point_id,
+    revision,
+    schema_from_payload,
+)
 from llama_index_docmemo.store.scope import PageFilter
-from llama_index_docmemo.store.validation import document_points
 from llama_index_docmemo.types import (
     FieldGroup,
     FieldMatch,
@@ -64,46 +89,46 @@ def _schema(**changes: object) -> DocumentSchema:
 
 
 def test_point_ids_are_deterministic_and_distinct() -> None:
-    a = ids.page_point_id("d", "v1", 1)
-    assert a == ids.page_point_id("d", "v1", 1)
-    others = {ids.page_point_id("d", "v2", 1), ids.page_point_id("d", "v1", 2)}
+    a = page_point_id("d", "v1", 1)
+    assert a == page_point_id("d", "v1", 1)
+    others = {page_point_id("d", "v2", 1), page_point_id("d", "v1", 2)}
     others |= {
-        ids.page_point_id("e", "v1", 1),
-        ids.document_point_id(None, "d"),
-        ids.STORE_POINT_ID,
+        page_point_id("e", "v1", 1),
+        document_point_id(None, "d"),
+        STORE_POINT_ID,
     }
-    others |= {ids.document_point_id("t1", "d"), ids.document_point_id("t2", "d")}
+    others |= {document_point_id("t1", "d"), document_point_id("t2", "d")}
     others |= {
-        ids.journal_point_id(ids.document_point_id("t1", "d")),
+        journal_point_id(document_point_id("t1", "d")),
         legacy_document_point_id("d"),
     }
     assert a not in others and len(others) == 9
 
 
 def test_revision_changes_with_content_or_access_only() -> None:
-    assert ids.revision("v1", ["b", "a"]) == ids.revision("v1", ["a", "b"])
-    assert len({ids.revision("v1", []), ids.revision("v2", []), ids.revision("v1", ["g"])}) == 3
+    assert revision("v1", ["b", "a"]) == revision("v1", ["a", "b"])
+    assert len({revision("v1", []), revision("v2", []), revision("v1", ["g"])}) == 3
 
 
 def test_page_payload_round_trips_every_field_and_marks_kind() -> None:
     record = _record()
-    payload = payloads.page_payload(record, ids.revision(record.doc_version, record.acl))
-    assert payload[payloads.KIND] == payloads.KIND_PAGE
+    payload = page_payload(record, revision(record.doc_version, record.acl))
+    assert payload[KIND] == KIND_PAGE
     assert set(payload) == {
-        *payloads.PAGE_FIELDS,
-        payloads.KIND,
-        payloads.FILE_NAME,
-        payloads.REVISION,
-        payloads.TENANT_KEY,
-        payloads.ACCESS,
-        payloads.DOC_KEY,
+        *PAGE_FIELDS,
+        KIND,
+        FILE_NAME,
+        REVISION,
+        TENANT_KEY,
+        ACCESS,
+        DOC_KEY,
     }
-    assert payload[payloads.DOC_KEY] == ids.document_point_id("acme", "report.pdf")
-    assert payload[payloads.ACCESS] == ["finance"] and payload[payloads.TENANT_KEY] == "acme"
+    assert payload[DOC_KEY] == document_point_id("acme", "report.pdf")
+    assert payload[ACCESS] == ["finance"] and payload[TENANT_KEY] == "acme"
     assert reads.record_from_payload(payload) == record
-    public = payloads.page_payload(_record(tenant=None, acl=[]), "rev")
-    assert public[payloads.ACCESS] == [ids.PUBLIC]
-    assert public[payloads.TENANT_KEY] == ids.NO_TENANT
+    public = page_payload(_record(tenant=None, acl=[]), "rev")
+    assert public[ACCESS] == [PUBLIC]
+    assert public[TENANT_KEY] == NO_TENANT
 
 
 def test_schema_payload_round_trips_int_keyed_maps() -> None:
@@ -114,61 +139,57 @@ def test_schema_payload_round_trips_int_keyed_maps() -> None:
         page_sections={1: "Intro", 2: "Intro"},
         page_summaries={3: "Totals"},
     )
-    payload = payloads.document_payload(schema)
-    assert payload[payloads.KIND] == payloads.KIND_DOCUMENT and payload["tenant"] == "acme"
-    assert payloads.schema_from_payload(payload) == schema
+    payload = document_payload(schema)
+    assert payload[KIND] == KIND_DOCUMENT and payload["tenant"] == "acme"
+    assert schema_from_payload(payload) == schema
 
 
 def test_store_meta_check_names_both_encoders() -> None:
-    wanted = payloads.StoreMeta("wordllama", 64, True)
-    wanted.check(payloads.StoreMeta.from_payload(wanted.payload()), "here")
+    wanted = StoreMeta("wordllama", 64, True)
+    wanted.check(StoreMeta.from_payload(wanted.payload()), "here")
     with pytest.raises(StoreError, match=r"/tmp/s.*'colqwen'.*'wordllama'"):
-        wanted.check(payloads.StoreMeta("colqwen", 128, False), "/tmp/s")
+        wanted.check(StoreMeta("colqwen", 128, False), "/tmp/s")
 
 
 def test_scope_filter_translates_every_page_filter_field() -> None:
     where = FieldGroup("and", (FieldMatch("section", "eq", "Item 7"),))
     spec = scope.scope_filter(
-        payloads.KIND_PAGE,
+        KIND_PAGE,
         PageFilter(doc_ids=("a", "b"), tenant="t", acl_groups=("g",), where=where),
         page=[1, 2],
     )
     assert spec == FieldGroup(
         "and",
         (
-            FieldMatch(payloads.KIND, "eq", "page"),
+            FieldMatch(KIND, "eq", "page"),
             FieldMatch("doc_id", "in", ("a", "b")),
-            FieldMatch(payloads.TENANT_KEY, "eq", "t"),
-            FieldMatch(payloads.ACCESS, "in", (ids.PUBLIC, "g")),
+            FieldMatch(TENANT_KEY, "eq", "t"),
+            FieldMatch(ACCESS, "in", (PUBLIC, "g")),
             FieldMatch("page", "in", (1, 2)),
             scope.COMMITTED,  # pages of an uncommitted revision are never read
             where,
         ),
     )
-    assert scope.COMMITTED == FieldGroup(
-        "not", (FieldMatch(payloads.WRITE_STATE, "eq", payloads.PENDING),)
-    )
-    records = scope.scope_filter(payloads.KIND_DOCUMENT, None)
-    assert records == FieldGroup("and", (FieldMatch(payloads.KIND, "eq", "document"),))
+    assert scope.COMMITTED == FieldGroup("not", (FieldMatch(WRITE_STATE, "eq", PENDING),))
+    records = scope.scope_filter(KIND_DOCUMENT, None)
+    assert records == FieldGroup("and", (FieldMatch(KIND, "eq", "document"),))
     # deny by default: no tenant means untenanted documents, no groups means public ones
-    assert scope.scope_filter(payloads.KIND_PAGE, PageFilter()).clauses == (
-        FieldMatch(payloads.KIND, "eq", "page"),
-        FieldMatch(payloads.TENANT_KEY, "eq", ids.NO_TENANT),
-        FieldMatch(payloads.ACCESS, "eq", ids.PUBLIC),
+    assert scope.scope_filter(KIND_PAGE, PageFilter()).clauses == (
+        FieldMatch(KIND, "eq", "page"),
+        FieldMatch(TENANT_KEY, "eq", NO_TENANT),
+        FieldMatch(ACCESS, "eq", PUBLIC),
         scope.COMMITTED,
     )
 
 
 def test_file_name_is_the_basename_nodes_show() -> None:
-    assert payloads.file_name("/data/reports/2023/10k.pdf", "2023/10k.pdf") == "10k.pdf"
-    assert payloads.file_name("", "2023/10k.pdf") == "10k.pdf"
-    assert payloads.file_name("C:\\reports\\10k.pdf", "10k.pdf") == "10k.pdf"
-    page = payloads.page_payload(
-        _record(source="/data/reports/2023/10k.pdf", doc_id="2023/10k.pdf"), "rev"
-    )
-    assert page[payloads.FILE_NAME] == "10k.pdf" and page["doc_id"] == "2023/10k.pdf"
-    record = payloads.document_payload(_schema(doc_id="2023/10k.pdf", source="/r/2023/10k.pdf"))
-    assert record[payloads.FILE_NAME] == "10k.pdf" and record["source"] == "/r/2023/10k.pdf"
+    assert file_name("/data/reports/2023/10k.pdf", "2023/10k.pdf") == "10k.pdf"
+    assert file_name("", "2023/10k.pdf") == "10k.pdf"
+    assert file_name("C:\\reports\\10k.pdf", "10k.pdf") == "10k.pdf"
+    page = page_payload(_record(source="/data/reports/2023/10k.pdf", doc_id="2023/10k.pdf"), "rev")
+    assert page[FILE_NAME] == "10k.pdf" and page["doc_id"] == "2023/10k.pdf"
+    record = document_payload(_schema(doc_id="2023/10k.pdf", source="/r/2023/10k.pdf"))
+    assert record[FILE_NAME] == "10k.pdf" and record["source"] == "/r/2023/10k.pdf"
 
 
 @pytest.mark.parametrize(
@@ -195,15 +216,15 @@ def test_document_points_builds_pages_and_schema_point() -> None:
         use_sparse=True,
         layout=DEFAULT_LAYOUT,
     )
-    key = ids.document_point_id("acme", "report.pdf")
-    rev = ids.revision("abc123", ["finance"])
-    assert [p.id for p in pages] == [ids.page_point_id(key, rev, n) for n in (1, 2)]
+    key = document_point_id("acme", "report.pdf")
+    rev = revision("abc123", ["finance"])
+    assert [p.id for p in pages] == [page_point_id(key, rev, n) for n in (1, 2)]
     assert np.asarray(pages[1].dense[MULTI]).shape == (3, DIM)
     assert pages[0].sparse == sparse and pages[1].sparse is None
     assert schema_point.id == key and schema_point.dense == {}
     # written pending: the commit (record, then release) makes them visible
-    assert {p.payload[payloads.WRITE_STATE] for p in pages} == {payloads.PENDING}
-    assert payloads.WRITE_STATE not in schema_point.payload
+    assert {p.payload[WRITE_STATE] for p in pages} == {PENDING}
+    assert WRITE_STATE not in schema_point.payload
 
 
 def test_sparse_part_is_dropped_when_store_has_no_lexical_vector() -> None:
@@ -302,7 +323,7 @@ def test_search_plan_prefetch_defaults_and_limits() -> None:
     assert plan(limit=500).with_depth(300).prefetch == 500
     assert plan(prefetch_limit=3).prefetch == 5  # never fewer candidates than results
     assert plan(prefetch_limit=50).prefetch == 50
-    assert plan().where.clauses[0] == FieldMatch(payloads.KIND, "eq", "page")
+    assert plan().where.clauses[0] == FieldMatch(KIND, "eq", "page")
     with pytest.raises(StoreError, match="limit must be at least 1"):
         plan(limit=0)
     with pytest.raises(StoreError, match="prefetch_limit"):

@@ -28,7 +28,7 @@ from llama_index_docmemo.store.layouts import (
     grid_shape,
     pool_tokens,
 )
-from llama_index_docmemo.store.validation import document_points
+from llama_index_docmemo.store.points import document_points
 from llama_index_docmemo.types import PageEmbedding
 
 PREVIOUS_PAGE_IMAGE_LAYOUT = MultivectorLayout(
@@ -304,7 +304,7 @@ def test_open_store_gives_page_image_encoders_the_page_image_layout(tmp_path: Pa
 
 
 def test_edge_indexes_every_filtered_key_and_the_tenant_as_tenant(tmp_path: Path) -> None:
-    from llama_index_docmemo.store.payloads import PAYLOAD_INDEXES
+    from llama_index_docmemo.store.points import PAYLOAD_INDEXES
 
     store = open_store_on("edge", tmp_path / "indexed")
     try:

@@ -8,8 +8,9 @@ import pytest
 from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
 
 from llama_index_docmemo import IdentityError, PageFilter
-from llama_index_docmemo.store import ids, payloads, reads
+from llama_index_docmemo.store import reads
 from llama_index_docmemo.store.metadata import metadata_digest, user_metadata
+from llama_index_docmemo.store.points import page_payload, revision
 from llama_index_docmemo.store.scope import payload_key
 from llama_index_docmemo.types import FieldMatch, PageRecord
 
@@ -36,7 +37,7 @@ def test_json_keys_are_kept_reserved_and_unstorable_ones_named() -> None:
 def test_user_keys_are_stored_and_filtered_under_meta() -> None:
     assert payload_key("year") == "meta.year" and payload_key("section") == "section"
     record = PageRecord("a.pdf", "v", 1, 1, "text", "/a.pdf", metadata={"year": 2023})
-    payload = payloads.page_payload(record, ids.revision("v", []))
+    payload = page_payload(record, revision("v", []))
     assert payload["meta"] == {"year": 2023} and "year" not in payload
     assert reads.record_from_payload(payload).metadata == {"year": 2023}
     scope = PageFilter(tenant="acme").narrow(
@@ -55,4 +56,4 @@ def test_changed_metadata_is_a_new_revision() -> None:
     assert metadata_digest({}, {1: {}}) == ""
     first, second = metadata_digest({"year": 2023}, {}), metadata_digest({"year": 2024}, {})
     assert first != second
-    assert ids.revision("v", [], first) != ids.revision("v", [], second) != ids.revision("v", [])
+    assert revision("v", [], first) != revision("v", [], second) != revision("v", [])

@@ -12,7 +12,7 @@ from test_store_backends import DIM, corpus, make_query, open_store_on
 from llama_index_docmemo.errors import MissingExtraError
 from llama_index_docmemo.store import MultivectorLayout
 from llama_index_docmemo.store.layouts import MULTI, pool_tokens
-from llama_index_docmemo.store.validation import document_points
+from llama_index_docmemo.store.points import document_points
 from llama_index_docmemo.types import PageEmbedding
 
 

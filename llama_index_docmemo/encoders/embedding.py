@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import PrivateAttr
 
-from llama_index_docmemo.blocking import to_thread
+from llama_index_docmemo.step_runtime import to_thread
 
 if TYPE_CHECKING:
     from llama_index_docmemo.encoders.base import PageEncoder

@@ -21,8 +21,7 @@ from typing import Any
 import numpy as np
 from tokenizers import Tokenizer
 
-from llama_index_docmemo.encoders.base import PageEncoder
-from llama_index_docmemo.encoders.lexical import Bm25Lexical
+from llama_index_docmemo.encoders.base import Bm25Lexical, PageEncoder
 from llama_index_docmemo.types import PageEmbedding, PageInput, QueryEmbedding
 
 DIMS = (64, 128, 256)

@@ -17,7 +17,7 @@ from llama_index_docmemo.encoders.base import PageEncoder
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.store.base import PageStore
-from llama_index_docmemo.store.cards import StoredCard
+from llama_index_docmemo.store.points import StoredCard
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.types import (
     PageEmbedding,

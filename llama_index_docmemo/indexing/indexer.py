@@ -36,8 +36,8 @@ from llama_index_docmemo.ingest.documents import parse_documents
 from llama_index_docmemo.ingest.files import SourceFile, expand_paths, regular_file_problem
 from llama_index_docmemo.ingest.ocr import INSTALL_HINT, OcrEngine, OcrMode, resolve_ocr
 from llama_index_docmemo.store.base import PageStore
-from llama_index_docmemo.store.ids import check_name, check_utf8
 from llama_index_docmemo.store.metadata import user_metadata
+from llama_index_docmemo.store.points import check_name, check_utf8
 from llama_index_docmemo.store.scope import PageFilter
 
 if TYPE_CHECKING:

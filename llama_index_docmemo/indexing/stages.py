@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from llama_index_docmemo.blocking import cpu_pool
 from llama_index_docmemo.errors import DocumentRejectedError, IngestError
 from llama_index_docmemo.faults import fault_point
 from llama_index_docmemo.indexing.index_report import STAGES
@@ -33,8 +32,9 @@ from llama_index_docmemo.ingest.pdf import (
 )
 from llama_index_docmemo.ingest.structure import build_schema
 from llama_index_docmemo.memory.schema import DocumentSchema
+from llama_index_docmemo.step_runtime import cpu_pool
 from llama_index_docmemo.store.metadata import metadata_digest
-from llama_index_docmemo.store.validation import lay_out
+from llama_index_docmemo.store.points import lay_out
 from llama_index_docmemo.types import PageEmbedding, PageInput, PageRecord, PageRef
 
 if TYPE_CHECKING:
@@ -272,7 +272,7 @@ def encode_document(
 
     Image encoders get each page rendered on demand; the next batch is rendered on the process's
     CPU thread while the current one is encoded (one thread renders at a time: MuPDF is not
-    thread-safe; :mod:`llama_index_docmemo.blocking`), so rendering hides behind a GPU's encoding. With the store's
+    thread-safe; :mod:`llama_index_docmemo.step_runtime`), so rendering hides behind a GPU's encoding. With the store's
     ``layout``, each page also gets the vectors the store writes (``lay_out``: token pooling,
     MUVERA), here in the worker that encoded it (stage ``"vectors"``), not in the writer.
     """

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from llama_index_docmemo.memory.references import ReferenceGraph, label_mentions
+from llama_index_docmemo.memory.schema import ReferenceGraph, label_mentions
 from llama_index_docmemo.types import PageRef
 
 _RANGE = re.compile(

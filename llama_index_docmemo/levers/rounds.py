@@ -6,14 +6,17 @@ the store and encoder I/O they need, written as steps (``step_runtime.py``) so t
 sync or async I/O. Per-query state stays in the loop; what is kept here is the reference graph
 of each document version as one scope sees it (bounded, keyed by the scope's caller and
 conditions, the document and its version), which does not depend on the question. The
-documents' cards are the store's (``store/cards.py``), read with their schemas.
+documents' cards are the store's (``store/points.py``), read with their schemas.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from cachetools import LRUCache
 
 from llama_index_docmemo.config import LeverSettings, SelectionSettings
 from llama_index_docmemo.levers.references import (
@@ -23,8 +26,7 @@ from llama_index_docmemo.levers.references import (
     reference_boosts,
 )
 from llama_index_docmemo.levers.statements import fuse_rankings, statement_queries
-from llama_index_docmemo.lru import BoundedMap
-from llama_index_docmemo.memory.references import ReferenceGraph, build_reference_graph
+from llama_index_docmemo.memory.schema import ReferenceGraph, build_reference_graph
 from llama_index_docmemo.step_runtime import Steps, either, offload, parallel
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.types import FieldGroup, PageHit, PageRecord, PageRef, QueryEmbedding
@@ -78,7 +80,8 @@ class RoundLevers:
         self.encoder = encoder
         self.levers = levers
         self.selection = selection
-        self._graphs: BoundedMap[GraphKey, ReferenceGraph] = BoundedMap(graphs)
+        self._graphs: LRUCache[GraphKey, ReferenceGraph] = LRUCache(maxsize=graphs)
+        self._graphs_lock = threading.Lock()  # one engine's concurrent queries share the graphs
 
     # -- candidates --------------------------------------------------------------------------
     def depth(self, scope: PageFilter) -> Steps[int]:
@@ -202,7 +205,8 @@ class RoundLevers:
         page text (only from pages ``scope`` may read: a graph of a document the caller cannot
         see is empty and never kept)."""
         key = _key(scope, doc_id, version)
-        graph = self._graphs.get(key)
+        with self._graphs_lock:
+            graph = self._graphs.get(key)
         if graph is not None:
             return graph
         store = self.store
@@ -213,5 +217,6 @@ class RoundLevers:
         texts = {r.page: r.text for r in records if r.doc_version == version}
         graph = yield offload(build_reference_graph, texts)
         if texts:
-            self._graphs.put(key, graph)
+            with self._graphs_lock:
+                self._graphs[key] = graph
         return graph

@@ -66,7 +66,6 @@ from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_ca
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.llms.openai.utils import to_openai_message_dicts
 
-from llama_index_docmemo.blocking import to_thread
 from llama_index_docmemo.errors import LLMError
 from llama_index_docmemo.llms.context import ContextBudget, ContextWindowError
 from llama_index_docmemo.llms.environment import ENV_IMAGES, ENV_MODEL, ENV_URL, llm_environment
@@ -107,7 +106,7 @@ from llama_index_docmemo.llms.wire import (
     unreadable,
     wire_request,
 )
-from llama_index_docmemo.step_runtime import Steps, arun, either, run
+from llama_index_docmemo.step_runtime import Steps, arun, either, run, to_thread
 
 logger = logging.getLogger(__name__)
 dispatcher = get_dispatcher(__name__)

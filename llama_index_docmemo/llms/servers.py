@@ -11,10 +11,12 @@ app shares what was learnt by passing one :class:`ServerMemory` to several LLMs 
 from __future__ import annotations
 
 import dataclasses
+import pickle
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from llama_index_docmemo.lru import BoundedMap
+from cachetools import LRUCache
 
 if TYPE_CHECKING:
     from llama_index.core.llms import LLM
@@ -50,27 +52,43 @@ def endpoint(llm: LLM) -> str:
 
 class ServerMemory:
     """:class:`ServerFacts` per server key, at most ``capacity`` servers (the least recently
-    used are forgotten first). Thread-safe; a pickled copy (a worker process) starts from what
-    was learnt so far and learns on its own."""
+    used are forgotten first: ``cachetools.LRUCache``). Thread-safe (a lock around each read
+    and update: concurrent queries learn into one memory); a pickled copy (a worker process)
+    starts from what was learnt so far and learns on its own."""
 
     def __init__(self, capacity: int = 256) -> None:
-        self._facts: BoundedMap[str, ServerFacts] = BoundedMap(capacity)
+        if capacity < 1:
+            raise ValueError(f"capacity must be positive, got {capacity}")
+        self._facts: LRUCache[str, ServerFacts] = LRUCache(maxsize=capacity)
+        self._lock = threading.Lock()
 
     def get(self, key: str) -> ServerFacts:
-        return self._facts.get(key) or ServerFacts()
+        with self._lock:
+            return self._facts.get(key) or ServerFacts()
 
     def update(self, key: str, **facts: Any) -> ServerFacts:
         """Set some facts of one server (atomically); returns the updated record."""
-        return self._facts.change(
-            key, lambda current: dataclasses.replace(current or ServerFacts(), **facts)
-        )
+        with self._lock:
+            value = dataclasses.replace(self._facts.get(key) or ServerFacts(), **facts)
+            self._facts[key] = value
+            return value
 
     def forget(self, key: str | None = None) -> None:
         """Forget one server (every server when None): the next request learns afresh."""
-        if key is None:
-            self._facts.clear()
-        else:
-            self._facts.pop(key)
+        with self._lock:
+            if key is None:
+                self._facts.clear()
+            else:
+                self._facts.pop(key, None)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What was learnt, in its order of use, taken under the lock (a lock does not pickle)."""
+        with self._lock:
+            return {"facts": pickle.dumps(self._facts)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._facts = pickle.loads(state["facts"])  # noqa: S301 - our own bytes, just written
+        self._lock = threading.Lock()
 
 
 def memory_for(llm: LLM, memory: ServerMemory | None = None) -> ServerMemory:

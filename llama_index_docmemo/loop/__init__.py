@@ -2,11 +2,12 @@
 value and the pure rules that advance it (``state.py``: choose, apply, the stop policy); the
 document layer over a collection (``documents.py``); the rounds' I/O between those rules
 (``query.py``, read top to bottom); what a round shows the reader (``reading.py``) and the
-result a query returns (``result.py``, ``citing.py``). Each step is written once, as steps;
+result a query returns, its answer's citations among it (``result.py``). Each step is written once, as steps;
 ``step_runtime.run`` / ``step_runtime.arun`` drive it with sync or async I/O."""
 
 from llama_index_docmemo.loop.query import arun_query, first_round, query_steps, run_query
-from llama_index_docmemo.loop.result import DocMemoResult, crop_view
+from llama_index_docmemo.loop.reading import crop_view
+from llama_index_docmemo.loop.result import DocMemoResult
 from llama_index_docmemo.loop.runner import DocMemoRunner
 from llama_index_docmemo.loop.state import (
     NOT_ANSWERABLE,

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import llama_index.core.instrumentation as instrument
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from llama_index_docmemo.blocking import cpu_executor
 from llama_index_docmemo.errors import DeadlineExceeded, LLMError
 from llama_index_docmemo.events import (
     DocMemoRoundEndEvent,
@@ -45,12 +44,13 @@ from llama_index_docmemo.loop.documents import (
     with_priors,
 )
 from llama_index_docmemo.loop.reading import (
+    capped_crops,
     reading_input,
     rerank_can_change,
     rerank_stage,
     selected_nodes,
 )
-from llama_index_docmemo.loop.result import DocMemoResult, build_result, capped_crops, round_trace
+from llama_index_docmemo.loop.result import DocMemoResult, build_result, round_trace
 from llama_index_docmemo.loop.state import (
     Choice,
     Clock,
@@ -75,7 +75,16 @@ from llama_index_docmemo.loop.state import (
     with_schemas,
 )
 from llama_index_docmemo.reasoning.base import summarize_evidence
-from llama_index_docmemo.step_runtime import Call, Steps, arun, either, offload, run, within
+from llama_index_docmemo.step_runtime import (
+    Call,
+    Steps,
+    arun,
+    cpu_executor,
+    either,
+    offload,
+    run,
+    within,
+)
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor

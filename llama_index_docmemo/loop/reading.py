@@ -1,19 +1,21 @@
-"""What a round shows: the reader's input (pages, crops, memories), the selected pages as nodes,
-and the rerank stage that reorders them (any node postprocessor). Each function reads the
-query's state (a value, ``state.py``) and the runner's settings; none changes either."""
+"""What a round shows: the reader's input (pages with their cached images, crops within the
+per-query cap, memories), the selected pages as nodes, and the rerank stage that reorders them
+(any node postprocessor). Each function reads the query's state (a value, ``state.py``) and the
+runner's settings; none changes either."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from llama_index.core.schema import NodeWithScore
 
 from llama_index_docmemo.events import LLMCallTally, counting_llm_calls, rerank_events
-from llama_index_docmemo.loop.result import crop_view, page_image
 from llama_index_docmemo.nodes import PageWithScore, node_ref, page_node
-from llama_index_docmemo.reasoning.base import PageView, ReasoningInput
+from llama_index_docmemo.page_images import PageImage
+from llama_index_docmemo.reasoning.base import CropView, PageView, ReasoningInput
 from llama_index_docmemo.step_runtime import Steps, either
 from llama_index_docmemo.types import PageRecord, PageRef
 
@@ -28,11 +30,52 @@ if TYPE_CHECKING:
     from llama_index_docmemo.loop.state import QueryState, RoundSelection
 
 
+PAGE_IMAGE_SIDE = 1500
+"""Long side of the page images shown to a reader and attached to evidence nodes."""
+
+
+def page_image(record: PageRecord, cache: Path) -> PageImage:
+    """Where a page's image is cached (the reader and the evidence nodes share the file)."""
+    return PageImage(record.source, record.doc_version, record.page, PAGE_IMAGE_SIDE, cache)
+
+
+def crop_view(node: NodeWithScore) -> CropView:
+    """A crop node as the reader sees it (its image loaded on demand)."""
+    meta = node.node.metadata
+    image_path = meta.get("image_path")
+
+    def load_image() -> Path:
+        return Path(image_path)
+
+    return CropView(
+        page=node_ref(node),
+        kind=str(meta.get("kind", "crop")),
+        bbox=tuple(meta.get("bbox", (0.0, 0.0, 0.0, 0.0))),  # type: ignore[arg-type]
+        text=node.node.get_content(),
+        load_image=load_image if image_path else None,
+    )
+
+
+def capped_crops(
+    new: Sequence[NodeWithScore], earlier: Sequence[NodeWithScore], max_tables: int
+) -> list[NodeWithScore]:
+    """The crops among a round's ``new`` nodes, within the per-query cap on table crops."""
+    tables_left = max_tables - sum(c.node.metadata.get("kind") == "table" for c in earlier)
+    crops = []
+    for node in new:
+        kind = node.node.metadata.get("kind")
+        if kind == "page" or (kind == "table" and tables_left <= 0):
+            continue
+        tables_left -= kind == "table"
+        crops.append(node)
+    return crops
+
+
 def _render(source: str, page: int) -> Image:
     """The page image for a reader without a cache folder, rendered when it asks for it."""
     from llama_index_docmemo.ingest.pdf import render_page
 
-    return render_page(source, page, 1500)
+    return render_page(source, page, PAGE_IMAGE_SIDE)
 
 
 def page_view(state: QueryState, runner: DocMemoRunner, record: PageRecord) -> PageView:

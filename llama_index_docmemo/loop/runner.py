@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from llama_index.core.callbacks import CallbackManager
 
-from llama_index_docmemo.blocking import blocking_pool
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.levers.rounds import RoundLevers
+from llama_index_docmemo.step_runtime import blocking_pool
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -50,7 +50,7 @@ class DocMemoRunner:
         round_events: fire LlamaIndex retrieval events per round (off under a retriever,
             whose ``retrieve`` fires them).
         cpu: where the async driver runs GIL-holding work (renders, layouts; None: the
-            process's CPU thread, see :mod:`llama_index_docmemo.blocking`).
+            process's CPU thread, see :mod:`llama_index_docmemo.step_runtime`).
     """
 
     store: PageStore

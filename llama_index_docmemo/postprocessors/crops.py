@@ -17,7 +17,6 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import ImageNode, NodeWithScore, QueryBundle
 
-from llama_index_docmemo.blocking import run_cpu
 from llama_index_docmemo.errors import IngestError
 from llama_index_docmemo.ingest.layout.blocks import CROP_KINDS, BBox, LayoutBlock
 from llama_index_docmemo.ingest.layout.cache import LayoutCache
@@ -25,6 +24,7 @@ from llama_index_docmemo.ingest.layout.pymupdf_detect import DetectOptions, dete
 from llama_index_docmemo.ingest.pdf import RENDER_ERRORS
 from llama_index_docmemo.paths import default_cache_dir, write_atomically
 from llama_index_docmemo.postprocessors.crop_ranking import CropCaps, keep_crops
+from llama_index_docmemo.step_runtime import run_cpu
 
 logger = logging.getLogger(__name__)
 _HIDDEN_KEYS = ["image_path", "bbox", "doc_version", "source"]

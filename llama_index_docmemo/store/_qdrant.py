@@ -23,25 +23,31 @@ from llama_index_docmemo.errors import NoStoreError, StoreError
 from llama_index_docmemo.faults import fault_point
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.step_runtime import Steps, run
-from llama_index_docmemo.store import cards, ids, scope
 from llama_index_docmemo.store import operations as op
+from llama_index_docmemo.store import scope
 from llama_index_docmemo.store.layouts import DEFAULT_LAYOUT, MultivectorLayout
 from llama_index_docmemo.store.metadata import index_kind
 from llama_index_docmemo.store.migrations import migration_steps
 from llama_index_docmemo.store.operations import FUSIONS, IDF_SCOPES, Fusion, IdfScope, check_choice
-from llama_index_docmemo.store.payloads import (
+from llama_index_docmemo.store.points import (
     DOC_KEY,
     KIND_DOCUMENT,
     LAYOUT_VERSION,
     PAYLOAD_INDEXES,
     REVISION,
+    STORE_POINT_ID,
     TENANT_KEY,
     PointData,
     StoreMeta,
+    document_point_id,
+    document_points,
+    first_page_vectors,
     journal_point,
+    journal_point_id,
+    tenant_key,
+    with_card,
 )
 from llama_index_docmemo.store.reads import QdrantReads
-from llama_index_docmemo.store.validation import document_points
 from llama_index_docmemo.types import PageEmbedding, PageRecord
 
 logger = logging.getLogger(__name__)
@@ -145,7 +151,7 @@ class QdrantLayoutStore(QdrantReads):
 
     def _open_steps(self) -> Steps[None]:
         """Check the store record against the encoder and layout; migrate older layouts."""
-        payload = yield self._send(op.Retrieve(ids.STORE_POINT_ID))
+        payload = yield self._send(op.Retrieve(STORE_POINT_ID))
         if payload is None:
             raise StoreError(f"{self.location} is not a docmemo page store (no store record)")
         stored = StoreMeta.from_payload(payload)
@@ -191,7 +197,7 @@ class QdrantLayoutStore(QdrantReads):
         names (a half-written new one, or the superseded one) are deleted, and its own pages are
         released (a crash may have come between the commit and their release).
         """
-        if (yield self._send(op.Retrieve(ids.journal_point_id(doc_key), route))) is None:
+        if (yield self._send(op.Retrieve(journal_point_id(doc_key), route))) is None:
             return False
         record = yield self._send(op.Retrieve(doc_key, route))
         if record is None:
@@ -250,12 +256,12 @@ class QdrantLayoutStore(QdrantReads):
         page_points, record = document_points(
             schema, pages, embeddings, dim=self.dim, use_sparse=self.sparse, layout=self.layout
         )
-        dense = cards.first_page_vectors(pages, page_points)
-        record = cards.with_card(record, schema, pages, dense, lexical=self.sparse)
+        dense = first_page_vectors(pages, page_points)
+        record = with_card(record, schema, pages, dense, lexical=self.sparse)
         yield from self._user_index_steps(pages)
         doc_key = record.id
         rev = str(record.payload[REVISION])
-        route = ids.tenant_key(schema.tenant)
+        route = tenant_key(schema.tenant)
         try:
             yield from self._recover_steps(doc_key, route)
             yield self._send(op.Upsert([journal_point(doc_key, rev, route)], route))
@@ -276,8 +282,8 @@ class QdrantLayoutStore(QdrantReads):
             raise _write_failure(self.location, schema.doc_id, exc) from exc
 
     def _delete_steps(self, doc_id: str, tenant: str | None) -> Steps[bool]:
-        doc_key = ids.document_point_id(tenant, doc_id)
-        route = ids.tenant_key(tenant)
+        doc_key = document_point_id(tenant, doc_id)
+        route = tenant_key(tenant)
         if (yield self._send(op.Retrieve(doc_key, route))) is None:
             yield from self._recover_steps(doc_key, route)
             return False

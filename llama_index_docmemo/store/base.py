@@ -7,11 +7,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from llama_index_docmemo.blocking import to_cpu_thread, to_thread
 from llama_index_docmemo.memory.schema import DocumentSchema
-from llama_index_docmemo.store.cards import StoredCard, built_card
+from llama_index_docmemo.step_runtime import to_cpu_thread, to_thread
 from llama_index_docmemo.store.layouts import MultivectorLayout
 from llama_index_docmemo.store.operations import prefetch_for
+from llama_index_docmemo.store.points import StoredCard, built_card
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.types import PageEmbedding, PageHit, PageRecord, PageRef, QueryEmbedding
 
@@ -44,7 +44,7 @@ class PageStore(ABC):
     holds_gil: bool = False
     """Its calls hold the GIL throughout (an in-process engine: Qdrant Edge): the async reads
     run them on the process's CPU thread, not the blocking pool (see
-    :mod:`llama_index_docmemo.blocking`: threads would not run them in parallel, and several
+    :mod:`llama_index_docmemo.step_runtime`: threads would not run them in parallel, and several
     queued for the GIL starve the event loop)."""
 
     @abstractmethod
@@ -74,7 +74,7 @@ class PageStore(ABC):
         """Schemas of the documents visible through ``page_filter``."""
 
     def list_cards(self, page_filter: PageFilter | None = None) -> list[StoredCard]:
-        """The document cards (:mod:`.cards`) of the documents visible through ``page_filter``,
+        """The document cards (:mod:`.points`) of the documents visible through ``page_filter``,
         with the schema of the version each is of, by document id. The Qdrant stores keep a
         card on each document's record and read them in one request; this default makes them
         from the schemas and the first pages."""

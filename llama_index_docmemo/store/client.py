@@ -27,12 +27,12 @@ from tenacity import (
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.faults import fault_point
 from llama_index_docmemo.step_runtime import run
-from llama_index_docmemo.store import ids
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store._qdrant import QdrantLayoutStore
 from llama_index_docmemo.store.client_requests import Request, Routing, request_for, vectors_config
 from llama_index_docmemo.store.layouts import DEFAULT_LAYOUT, LEXICAL, MultivectorLayout
 from llama_index_docmemo.store.operations import Fusion, IdfScope
+from llama_index_docmemo.store.points import check_name
 
 _RETRY_STATUS = frozenset({429, 502, 503, 504})
 SHARED_SHARD_KEY = "docmemo-shared"
@@ -120,7 +120,7 @@ class QdrantClientPageStore(QdrantLayoutStore):
             )
         for tenant in tenant_shard_keys or ():
             try:
-                ids.check_name("tenant", tenant)
+                check_name("tenant", tenant)
             except ValueError as exc:
                 raise StoreError(f"tenant_shard_keys: {exc}") from exc
         self.collection = collection

@@ -18,7 +18,7 @@ from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store import scope
 from llama_index_docmemo.store.layouts import FDE, GRID, LEXICAL, MULTI, MultivectorLayout
 from llama_index_docmemo.store.operations import SearchPlan
-from llama_index_docmemo.store.payloads import WRITE_STATE, IndexKind, PointData
+from llama_index_docmemo.store.points import WRITE_STATE, IndexKind, PointData
 from llama_index_docmemo.types import FieldGroup, FieldMatch
 
 _RANGE_OPS = ("gt", "gte", "lt", "lte")

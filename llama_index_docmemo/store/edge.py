@@ -15,7 +15,7 @@ import qdrant_edge as qe
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.faults import fault_point
 from llama_index_docmemo.step_runtime import run
-from llama_index_docmemo.store import disk_space, ids, scope
+from llama_index_docmemo.store import disk_space, scope
 from llama_index_docmemo.store import operations as op
 from llama_index_docmemo.store._qdrant import QdrantLayoutStore
 from llama_index_docmemo.store.layouts import (
@@ -27,7 +27,7 @@ from llama_index_docmemo.store.layouts import (
     MultivectorLayout,
 )
 from llama_index_docmemo.store.operations import Fusion, IdfScope, SearchPlan
-from llama_index_docmemo.store.payloads import WRITE_STATE, IndexKind, PointData
+from llama_index_docmemo.store.points import STORE_POINT_ID, WRITE_STATE, IndexKind, PointData
 from llama_index_docmemo.types import FieldGroup, FieldMatch
 
 logger = logging.getLogger(__name__)
@@ -298,7 +298,7 @@ class EdgePageStore(QdrantLayoutStore):
         disk_space.check_open(self.path)  # before mapping it: loading may replay the log
         self._shard = self._call("open", qe.EdgeShard.load, str(self.path))
         try:
-            if self._execute(op.Retrieve(ids.STORE_POINT_ID)) is None:
+            if self._execute(op.Retrieve(STORE_POINT_ID)) is None:
                 self._complete_creation()
             run(self._open_steps())
             self.recover()  # this process owns the folder: no write of another is in flight

@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from llama_index_docmemo.store.payloads import PACKAGE_FIELDS, USER, IndexKind
+from llama_index_docmemo.store.points import PACKAGE_FIELDS, USER, IndexKind
 
 DERIVED = frozenset({"file_name", "file_path", "page_label"})
 """Keys readers set that the package derives itself (from the file and page number): a

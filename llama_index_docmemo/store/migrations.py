@@ -7,9 +7,9 @@ processes opening one server collection at once both finish it.
 from __future__ import annotations
 
 from llama_index_docmemo.step_runtime import Steps
-from llama_index_docmemo.store import cards, scope
 from llama_index_docmemo.store import operations as op
-from llama_index_docmemo.store.payloads import (
+from llama_index_docmemo.store import scope
+from llama_index_docmemo.store.points import (
     DOC_KEY,
     FILE_NAME,
     KIND,
@@ -22,6 +22,7 @@ from llama_index_docmemo.store.payloads import (
     document_payload,
     file_name,
     schema_from_payload,
+    with_card,
 )
 from llama_index_docmemo.store.reads import record_from_payload
 from llama_index_docmemo.store.scope import match
@@ -98,7 +99,7 @@ def _file_names(send: op.Send) -> Steps[int]:
 
 
 def _cards(send: op.Send, lexical: bool) -> Steps[int]:
-    """Layout 3: a card on every document record (:mod:`.cards`), made from its schema and its
+    """Layout 3: a card on every document record (:mod:`.points`), made from its schema and its
     stored first page, as a write makes it. The record gets the card's BM25 vector (``lexical``)
     but not the first page's dense vectors, which a read of payloads cannot give: a migrated
     card is found by its words until the document is indexed again."""
@@ -114,5 +115,5 @@ def _cards(send: op.Send, lexical: bool) -> Steps[int]:
         )
         first = [record_from_payload(p) for p in pages[:1]]
         record = PointData(doc_key, payload=payload)
-        yield send(op.Upsert([cards.with_card(record, schema, first, {}, lexical=lexical)]))
+        yield send(op.Upsert([with_card(record, schema, first, {}, lexical=lexical)]))
     return len(records)

@@ -27,9 +27,8 @@ import numpy as np
 from llama_index_docmemo.errors import StoreError
 from llama_index_docmemo.step_runtime import Call, Steps
 from llama_index_docmemo.store.layouts import MultivectorLayout
-from llama_index_docmemo.store.payloads import KIND_PAGE, IndexKind, PointData
+from llama_index_docmemo.store.points import KIND_PAGE, IndexKind, PointData, checked_embedding
 from llama_index_docmemo.store.scope import PageFilter, scope_filter
-from llama_index_docmemo.store.validation import checked_embedding
 from llama_index_docmemo.types import FieldGroup, PageEmbedding, SparseVector
 
 Fusion = Literal["rrf", "dbsf"]

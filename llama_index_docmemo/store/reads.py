@@ -13,16 +13,16 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.step_runtime import Call, Steps, arun, run
-from llama_index_docmemo.store import cards, ids, scope
 from llama_index_docmemo.store import operations as op
+from llama_index_docmemo.store import scope
 from llama_index_docmemo.store.base import PageStore
-from llama_index_docmemo.store.cards import StoredCard
 from llama_index_docmemo.store.layouts import MultivectorLayout
 from llama_index_docmemo.store.operations import (
     Fusion,
@@ -31,14 +31,19 @@ from llama_index_docmemo.store.operations import (
     prefetch_for,
     search_plan,
 )
-from llama_index_docmemo.store.payloads import (
+from llama_index_docmemo.store.points import (
+    CARD_FIELDS,
     DOC_KEY,
     KIND_DOCUMENT,
     KIND_PAGE,
     REVISION,
     USER,
+    StoredCard,
     StoreMeta,
+    card_from_payload,
+    document_point_id,
     schema_from_payload,
+    tenant_key,
 )
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.types import PageHit, PageRecord, PageRef, QueryEmbedding
@@ -191,8 +196,8 @@ class QdrantReads(PageStore):
     # ------------------------------------------------------------ steps
 
     def _record_steps(self, doc_id: str, tenant: str | None) -> Steps[dict | None]:
-        point = ids.document_point_id(tenant, doc_id)
-        return (yield self._send(op.Retrieve(point, ids.tenant_key(tenant))))
+        point = document_point_id(tenant, doc_id)
+        return (yield self._send(op.Retrieve(point, tenant_key(tenant))))
 
     def _get_schema_steps(self, doc_id: str, tenant: str | None) -> Steps[DocumentSchema | None]:
         payload = yield from self._record_steps(doc_id, tenant)
@@ -285,22 +290,25 @@ class QdrantReads(PageStore):
         payloads = yield from op.scroll_all(
             self._send,
             scope.scope_filter(KIND_DOCUMENT, page_filter),
-            fields=cards.CARD_FIELDS,
+            fields=CARD_FIELDS,
             route=_route(page_filter),
         )
-        found = (cards.card_from_payload(p) for p in payloads)
+        found = (card_from_payload(p) for p in payloads)
         return sorted(found, key=lambda c: c.schema.doc_id)
 
     def _search_cards_steps(
         self, query: QueryEmbedding, limit: int, page_filter: PageFilter | None
     ) -> Steps[list[tuple[StoredCard, float]]]:
         """The best cards for ``query`` (one request: the page search's dense and lexical
-        branches turned to the cards, fused as pages are), best first."""
+        branches turned to the cards of the documents ``page_filter`` admits, fused as pages
+        are; the lexical IDF, when scoped by the filter, is then over those cards), best
+        first."""
         if _nothing(page_filter):
             return []
-        plan = cards.card_plan(self._plan(query, limit, page_filter, None), page_filter)
+        cards = scope.scope_filter(KIND_DOCUMENT, page_filter)
+        plan = replace(self._plan(query, limit, page_filter, None), where=cards)
         branches = yield self._send(op.Search(plan, _route(page_filter)))
-        return [(cards.card_from_payload(p), s) for p, s in fuse_branches(branches, plan)]
+        return [(card_from_payload(p), s) for p, s in fuse_branches(branches, plan)]
 
     def document_version(self, doc_id: str, *, tenant: str | None = None) -> str | None:
         payload = run(self._record_steps(doc_id, tenant))

@@ -22,7 +22,7 @@ A scope is who asks (``tenant``, ``acl_groups``) and what they ask about (``doc_
 - **Applied**, deny by default (:meth:`PageFilter.conditions`, :func:`scope_filter`): a caller sees only documents of
   its own tenant (no tenant: only documents indexed without one), and of those only documents
   without an ACL or whose ACL shares one of its groups. Both rules are one indexed match on the
-  stored values (:mod:`.ids`), on every path (search, page fetch, schemas, counts); each
+  stored values (:mod:`.points`), on every path (search, page fetch, schemas, counts); each
   backend translates the tree once (``edge.py``, ``client_requests.py``).
 """
 
@@ -40,8 +40,7 @@ from llama_index.core.vector_stores.types import (
 )
 
 from llama_index_docmemo.errors import DocMemoError
-from llama_index_docmemo.store import ids
-from llama_index_docmemo.store.payloads import (
+from llama_index_docmemo.store.points import (
     ACCESS,
     DOC_KEY,
     KIND,
@@ -49,10 +48,13 @@ from llama_index_docmemo.store.payloads import (
     KIND_PAGE,
     PACKAGE_FIELDS,
     PENDING,
+    PUBLIC,
     REVISION,
     TENANT_KEY,
     USER,
     WRITE_STATE,
+    check_name,
+    tenant_key,
 )
 from llama_index_docmemo.types import FieldGroup, FieldMatch
 
@@ -89,7 +91,7 @@ class PageFilter:
     @property
     def route(self) -> str:
         """The stored tenant value the scope's reads go to (a server shard key's tenant)."""
-        return ids.tenant_key(self.tenant)
+        return tenant_key(self.tenant)
 
     @property
     def matches_nothing(self) -> bool:
@@ -99,7 +101,7 @@ class PageFilter:
     @property
     def visible_groups(self) -> tuple[str, ...]:
         """Stored access values the caller may see: public documents and those of its groups."""
-        return (ids.PUBLIC, *sorted(set(self.acl_groups or ())))
+        return (PUBLIC, *sorted(set(self.acl_groups or ())))
 
     def narrow(self, request: ScopeLike) -> PageFilter:
         """This caller narrowed by ``request`` (``None`` in a request's ``tenant`` /
@@ -321,7 +323,7 @@ def _check_tree(identity: PageFilter, clause: Clause, *, positive: bool) -> None
 
 def _checked(kind: str, name: object) -> str:
     try:
-        return ids.check_name(kind, name)  # type: ignore[arg-type]
+        return check_name(kind, name)  # type: ignore[arg-type]
     except ValueError as error:
         raise IdentityError(str(error)) from None
 

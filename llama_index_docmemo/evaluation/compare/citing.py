@@ -3,7 +3,7 @@
 DocMemo's citations are its response's (``metadata["docmemo"]["citations"]``: the figures, names
 and quoted facts of its answer checked against the pages it read, boxed on the page). A stock
 engine's answer gets the same from the same library code
-(:func:`~llama_index_docmemo.loop.citing.boxed_citations`) over the pages its source nodes came
+(:func:`~llama_index_docmemo.loop.result.boxed_citations`) over the pages its source nodes came
 from, their text as the page store keeps it (OCR text included), boxes from the page by
 ``search_for`` (from the OCR words where DocMemo's ``ocr_boxes`` is on). So does a best guess
 DocMemo did not stand by (status ``need_more``: the loop cites no claim of it), so that no engine's
@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from llama_index_docmemo.evaluation.compare.engines import EngineReply
 from llama_index_docmemo.evidence.citations import Citation, PageText
-from llama_index_docmemo.loop.citing import boxed_citations
+from llama_index_docmemo.loop.result import boxed_citations
 from llama_index_docmemo.types import PageRef
 
 

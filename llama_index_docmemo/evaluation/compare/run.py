@@ -47,7 +47,7 @@ from llama_index_docmemo.evaluation.judge import AnswerJudge, VerdictCache, mode
 from llama_index_docmemo.evaluation.runner import check_settings
 from llama_index_docmemo.events import counting_llm_calls
 from llama_index_docmemo.evidence.citations import Citation, PageText
-from llama_index_docmemo.loop.citing import OCR_BOX_PAGES
+from llama_index_docmemo.loop.result import OCR_BOX_PAGES
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.types import PageRef
 

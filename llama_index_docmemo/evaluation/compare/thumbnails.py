@@ -1,7 +1,7 @@
 """Page thumbnails for the HTML report, with an answer's cited boxes drawn.
 
-The boxes are the citations' (:mod:`llama_index_docmemo.evidence.boxes`: where the page writes the
-figure or the quote), drawn by :func:`~llama_index_docmemo.evidence.pages.render_boxed`, the
+The boxes are the citations' (:func:`llama_index_docmemo.loop.result.locate_boxes`: where the
+page writes the figure or the quote), drawn by :func:`~llama_index_docmemo.evidence.pages.render_boxed`, the
 drawing of ``docmemo ask --html``. Thumbnails are PNG files beside the report (``pages/``), named
 by page and boxes, so a resumed run renders each once.
 """
