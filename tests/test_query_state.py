@@ -9,19 +9,22 @@ import pytest
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.events import LLMCallTally
-from llama_index_docmemo.loop.documents import allot, begin, document_trace, with_priors
 from llama_index_docmemo.loop.result import round_trace
 from llama_index_docmemo.loop.state import (
     Clock,
     QueryState,
     Reading,
+    allot,
     apply,
+    begin,
     choose,
     close_round,
+    document_trace,
     pinned,
     round_selection,
     start,
     verdict,
+    with_priors,
     with_schemas,
 )
 from llama_index_docmemo.memory.schema import DocumentSchema

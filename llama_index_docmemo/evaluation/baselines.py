@@ -41,8 +41,7 @@ from llama_index_docmemo.levers.document_stage import (
     hit_scores,
 )
 from llama_index_docmemo.levers.rounds import QuerySearches, RoundLevers
-from llama_index_docmemo.loop.documents import names_documents
-from llama_index_docmemo.loop.state import RoundOutcome, stop_reason
+from llama_index_docmemo.loop.state import RoundOutcome, names_documents, stop_reason
 from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
 from llama_index_docmemo.step_runtime import run as run_steps
 from llama_index_docmemo.store.base import PageStore

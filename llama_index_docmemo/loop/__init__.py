@@ -1,6 +1,6 @@
 """The DocMemo loop, in rooms: the engine's named parts (``runner.py``); a query's state as a
-value and the pure rules that advance it (``state.py``: choose, apply, the stop policy); the
-document layer over a collection (``documents.py``); the rounds' I/O between those rules
+value and the pure rules that advance it (``state.py``: choose, apply, the stop policy, and
+over a collection the document layer's); the rounds' I/O between those rules
 (``query.py``, read top to bottom); what a round shows the reader (``reading.py``) and the
 result a query returns, its answer's citations among it (``result.py``). Each step is written once, as steps;
 ``step_runtime.run`` / ``step_runtime.arun`` drive it with sync or async I/O."""

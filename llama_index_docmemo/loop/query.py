@@ -3,7 +3,7 @@
 :func:`query_steps` is the whole query: a fresh :class:`~.state.QueryState`, then rounds until
 the stop policy says why to end, then the result. A round (:func:`one_round`) searches
 (``select``), reads (``read_pages``) and applies the reading; every decision is a pure function
-of the state (``choose``, ``apply``, ``close_round``; the document layer's in ``documents.py``),
+of the state (``choose``, ``apply``, ``close_round``, the document layer's),
 so this module holds only the I/O (the document stage's searches and reads too) and the query's
 deadline (:class:`QueryClock`).
 
@@ -34,15 +34,6 @@ from llama_index_docmemo.events import (
 from llama_index_docmemo.levers.rounds import QuerySearches
 from llama_index_docmemo.llms.servers import endpoint
 from llama_index_docmemo.llms.wire import deadline_scope, describe, is_llm_failure
-from llama_index_docmemo.loop.documents import (
-    allot,
-    begin,
-    document_trace,
-    names_documents,
-    prior_documents,
-    with_cards,
-    with_priors,
-)
 from llama_index_docmemo.loop.reading import (
     capped_crops,
     reading_input,
@@ -57,20 +48,27 @@ from llama_index_docmemo.loop.state import (
     QueryState,
     Reading,
     RoundSelection,
+    allot,
     apply,
+    begin,
     beliefs_on,
     calls_left,
     choose,
     close_round,
+    document_trace,
     documents_possible,
+    names_documents,
     needs_scope_count,
     new_documents,
     pinned,
+    prior_documents,
     round_query,
     round_selection,
     spreads_labels,
     start,
     verdict,
+    with_cards,
+    with_priors,
     with_records,
     with_schemas,
 )

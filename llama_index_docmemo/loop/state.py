@@ -10,7 +10,7 @@ calling it, with no store, reader or runtime. A round (``query.py``) is the I/O 
     state = close_round(state, reading, config, ...)   # the round's trace, and whether to stop
 
 The selection rule (score = (1 - lambda) c + lambda theta over the pool of candidates and
-believed pages) and the stop policy (:func:`stop_reason`, shared with the evaluation's ranking
+believed pages), the document layer's rules over a collection (issue 41) and the stop policy (:func:`stop_reason`, shared with the evaluation's ranking
 baselines) live here too. No I/O, no model calls.
 """
 
@@ -25,17 +25,24 @@ import numpy as np
 
 from llama_index_docmemo.errors import QuestionError
 from llama_index_docmemo.expansion import expansion_terms
+from llama_index_docmemo.levers.document_stage import (
+    card_lead,
+    card_scores,
+    document_scores,
+    hit_scores,
+)
 from llama_index_docmemo.memory.belief import (
     PageBeliefMemory,
     Sampling,
     normalise_scores,
     selection_scores,
 )
+from llama_index_docmemo.memory.documents import DocumentBeliefMemory
 from llama_index_docmemo.memory.episodic import EpisodicMemory
 from llama_index_docmemo.memory.schema import SchemaMemory
 from llama_index_docmemo.reasoning.replies import sanitize_feedback
 from llama_index_docmemo.store.scope import PageFilter
-from llama_index_docmemo.trace import PageScore
+from llama_index_docmemo.trace import DocumentBelief, PageScore
 
 if TYPE_CHECKING:
     from llama_index.core.schema import NodeWithScore
@@ -43,7 +50,6 @@ if TYPE_CHECKING:
     from llama_index_docmemo.config import BudgetSettings, DocMemoConfig, LoopSettings
     from llama_index_docmemo.events import LLMCallTally
     from llama_index_docmemo.levers.document_stage import DocumentCard
-    from llama_index_docmemo.memory.documents import DocumentBeliefMemory
     from llama_index_docmemo.memory.schema import DocumentSchema
     from llama_index_docmemo.trace import RoundTrace, StopReason
     from llama_index_docmemo.types import Feedback, PageHit, PageRecord, PageRef
@@ -70,7 +76,7 @@ def clean_question(question: str, config: DocMemoConfig) -> str:
 # -- the state ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class DocumentState:
-    """The document layer's state, once a query's candidates span documents (``documents.py``).
+    """The document layer's state, once a query's candidates span documents.
 
     Args:
         beliefs: a Beta belief per candidate document that it holds the evidence.
@@ -220,6 +226,103 @@ def with_records(state: QueryState, records: Sequence[PageRecord]) -> QueryState
     """Records fetched for pages known only from beliefs, pinned versions only."""
     kept = {r.ref: r for r in records if state.versions.get(r.doc_id) == r.doc_version}
     return replace(state, records={**state.records, **kept}) if kept else state
+
+
+# -- the document layer ------------------------------------------------------------------------
+# Over a collection a question first has to find its document: round 1's search over the scope
+# scores each candidate document by its best page and its card (``levers/document_stage.py``),
+# the prior of its Beta belief; each round the beliefs allot the round's pages (``allot``) and
+# the page selection runs inside each allotted document; the reader's labels move the document
+# beliefs (``apply``). With one document in scope none of it runs.
+def begin(wide: Sequence[PageHit], config: DocMemoConfig) -> DocumentState | None:
+    """The document layer for a query whose scope-wide hits span documents (None: one)."""
+    if len({h.record.doc_id for h in wide}) < 2:
+        return None
+    settings = config.documents
+    memory = DocumentBeliefMemory(
+        settings.document_prior_strength,
+        settings.document_irrelevant_weight,
+        settings.document_miss_weight,
+    )
+    return DocumentState(beliefs=memory)
+
+
+def with_cards(
+    documents: DocumentState, cards: dict[str, DocumentCard], question: str
+) -> DocumentState:
+    """New cards kept, and the question's card match of every document seen so far (a word's
+    weight depends on how many cards carry it, so all are scored again when documents are
+    added)."""
+    kept = {**documents.cards, **cards}
+    return replace(documents, cards=kept, card_match=card_scores(question, kept.values()))
+
+
+def names_documents(card_match: Mapping[str, float], config: DocMemoConfig) -> bool:
+    """Whether the question's card match puts one or two documents (``documents_per_round``)
+    at least ``card_lead`` ahead of the rest: only then are documents chosen (by the beliefs,
+    or by ``two-stage``)."""
+    settings = config.documents
+    return card_lead(card_match, settings.documents_per_round) >= settings.card_lead
+
+
+def with_priors(
+    documents: DocumentState, wide: Sequence[PageHit], config: DocMemoConfig
+) -> DocumentState:
+    """Documents seen for the first time get their prior from their best page and their card
+    (a document already held keeps its belief)."""
+    memory = documents.beliefs.copy()
+    weight = config.documents.card_weight
+    memory.add(document_scores(hit_scores(wide), documents.card_match, weight))
+    return replace(documents, beliefs=memory)
+
+
+def allot(state: QueryState, config: DocMemoConfig) -> QueryState:
+    """The next round's pages allotted across documents by their beliefs (a draw from the
+    query's random stream), each within its unread pages."""
+    documents = state.documents
+    assert documents is not None
+    memory = documents.beliefs
+    open_pages = {
+        d: state.schema.n_pages(d) - sum(1 for r in state.read if r.doc_id == d)
+        for d in memory.documents
+    }
+    rng = copy.deepcopy(state.rng)  # the state's own stream stays where it was
+    allotted = memory.allot(
+        pages_for(state, config),
+        rng,
+        config.selection.sampling,
+        max_documents=config.documents.documents_per_round,
+        share=config.documents.document_share,
+        open_pages=open_pages,
+    )
+    return replace(state, rng=rng, documents=replace(documents, allotted=allotted))
+
+
+def prior_documents(state: QueryState, hits: Sequence[PageHit], config: DocMemoConfig) -> list[str]:
+    """The documents the question's named pages are looked for in: the candidates', or with
+    document beliefs the best-believed ones."""
+    documents = state.documents
+    if documents is None:
+        return sorted({h.ref.doc_id for h in hits})
+    memory = documents.beliefs
+    ranked = sorted(memory.documents, key=lambda d: -memory.mean(d))
+    return sorted(ranked[: config.documents.documents_per_round])
+
+
+def document_trace(state: QueryState) -> list[DocumentBelief]:
+    """The document beliefs after a round, best-believed first, with the round's pages."""
+    documents = state.documents
+    if documents is None:
+        return []
+    memory = documents.beliefs
+    beliefs = memory.as_dict()
+    ranked = sorted(beliefs, key=lambda d: (-memory.mean(d), d))
+    return [
+        DocumentBelief(
+            doc_id=d, alpha=beliefs[d][0], beta=beliefs[d][1], pages=documents.allotted.get(d, 0)
+        )
+        for d in ranked
+    ]
 
 
 # -- choose ------------------------------------------------------------------------------------
