@@ -137,15 +137,15 @@ def rules() -> list[tuple[AbstainRule, float]]:
 
 def run_reader(reader: str, items: Sequence[QAItem], store, encoder) -> tuple[list[Answer], int]:
     from llama_index_docmemo.config import DocMemoConfig
-    from llama_index_docmemo.evaluation.simulated import SimulatedReasoner
+    from llama_index_docmemo.evaluation.simulated import SimulatedReader
     from llama_index_docmemo.query_engine import DocMemoQueryEngine
-    from llama_index_docmemo.reasoning.offline import OfflineReasoner
+    from llama_index_docmemo.readers.offline import OfflineReader
 
-    simulated = SimulatedReasoner()
+    simulated = SimulatedReader()
     engine = DocMemoQueryEngine.from_defaults(
         store=store,
         encoder=encoder,
-        reasoner=simulated if reader == "simulated" else OfflineReasoner(),
+        reader=simulated if reader == "simulated" else OfflineReader(),
         config=DocMemoConfig(),
         evidence_images=False,
     )

@@ -35,8 +35,8 @@ from pathlib import Path
 from llama_index_docmemo.evaluation.datasets import SPLITS, QAItem, load_dataset, split_of
 from llama_index_docmemo.evaluation.metrics import answer_correct
 from llama_index_docmemo.evaluation.stats import wilson_interval
-from llama_index_docmemo.reasoning.offline import OfflineReasoner
-from llama_index_docmemo.reasoning.offline.reasoner import ABSENT_SHARE
+from llama_index_docmemo.readers.offline import OfflineReader
+from llama_index_docmemo.readers.offline.reader import ABSENT_SHARE
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.trace import QueryTrace
 
@@ -193,11 +193,11 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     if args.limit:
         items = items[: args.limit]
     store, encoder = open_eval_store(args.store)
-    reasoner = OfflineReasoner(absent_share=args.absent_share)
+    reader = OfflineReader(absent_share=args.absent_share)
     engine = DocMemoQueryEngine.from_defaults(
         store=store,
         encoder=encoder,
-        reasoner=reasoner,
+        reader=reader,
         config=DocMemoConfig(),
         evidence_images=False,
     )

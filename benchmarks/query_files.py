@@ -102,7 +102,7 @@ def measure(question: int = 0) -> dict[str, list[str]]:
     from llama_index_docmemo.encoders.factory import default_encoder
     from llama_index_docmemo.indexing.indexer import DocumentIndexer
     from llama_index_docmemo.query_engine import DocMemoQueryEngine
-    from llama_index_docmemo.reasoning.offline import OfflineReasoner
+    from llama_index_docmemo.readers.offline import OfflineReader
     from llama_index_docmemo.store.factory import open_store
 
     text = DEMO_QUESTIONS[question].question
@@ -112,7 +112,7 @@ def measure(question: int = 0) -> dict[str, list[str]]:
         with open_store(Path(tmp) / "store", encoder=encoder) as store:
             DocumentIndexer(store, encoder, ocr=False).index_paths([pdf])
             engine = DocMemoQueryEngine.from_defaults(
-                store=store, encoder=encoder, reasoner=OfflineReasoner(), config=DEMO_CONFIG
+                store=store, encoder=encoder, reader=OfflineReader(), config=DEMO_CONFIG
             )
             engine.query(text)  # warm: imports, caches, the encoder's first call
             searches = frozenset({type(store).search.__code__})

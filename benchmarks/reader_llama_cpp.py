@@ -1,13 +1,13 @@
 """The LLM reader's measured false-negative / false-positive rates against gold pages, on a real server.
 
-Runs ``docmemo eval --engines docmemo --reasoner vlm`` in this process (so LlamaIndex's
+Runs ``docmemo eval --engines docmemo --reader vlm`` in this process (so LlamaIndex's
 instrumentation can count the server's tokens), then reads the run's ``traces.jsonl`` against the
 dataset's gold evidence pages:
 
 - fn = share of gold pages shown to the reader that it did not label useful;
 - fp = share of non-gold pages shown to it that it labelled useful;
 
-the same definitions as the simulated reasoner's ``fn`` / ``fp``, so a real reader can be placed on
+the same definitions as the simulated reader's ``fn`` / ``fp``, so a real reader can be placed on
 the evaluation's reader map. Also seconds and tokens per round. A report, not a test::
 
     python benchmarks/reader_llama_cpp.py --data ../shared/data/mmlongbench-doc \\
@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
 
         eval_args = [
             "eval", "--data", str(args.data), "--out", str(args.out), "--engines", "docmemo",
-            "--reasoner", "vlm", "--llm-url", args.llm_url, "--llm-model", args.llm_model,
+            "--reader", "vlm", "--llm-url", args.llm_url, "--llm-model", args.llm_model,
             "--limit", str(args.limit), "--k", str(args.k), "--rounds", str(args.rounds),
             "--no-progress",
         ]  # fmt: skip

@@ -1,6 +1,6 @@
 """The package modules one reading request crosses, from the reader to the HTTP transport.
 
-One reading round of :class:`~llama_index_docmemo.reasoning.vlm.VLMReasoner` over
+One reading round of :class:`~llama_index_docmemo.readers.vlm.VLMReader` over
 :class:`~llama_index_docmemo.OpenAICompatible` runs against the scripted OpenAI-protocol server of
 ``integration_tests/fake_vllm_server.py``, under a profile hook (``sys.setprofile``, every
 thread). When the request reaches ``httpx``'s own transport, the hook reads the call stack and
@@ -10,7 +10,7 @@ yield their I/O) counts as the caller of the call it yielded, and a thread, a po
 an asyncio task counts as called by the code that started it. The runtime itself
 (``step_runtime``) drives every step of the package and is not counted.
 
-``--all`` also lists every module of ``llms/`` and ``reasoning/`` whose code ran during the
+``--all`` also lists every module of ``llms/`` and ``readers/`` whose code ran during the
 round (helpers called on the side: prompts, the context fit, the reply's checks).
 
 Usage: PYTHONPATH=<checkout> python benchmarks/request_path.py [--async] [--all]
@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration_tests"
 PACKAGE = "llama_index_docmemo"
 RUNTIME = frozenset({f"{PACKAGE}.step_runtime"})
 """Modules that drive every step of the package (not part of any one request's path)."""
-READER_FOLDERS = (f"{PACKAGE}.llms.", f"{PACKAGE}.reasoning.")
+READER_FOLDERS = (f"{PACKAGE}.llms.", f"{PACKAGE}.readers.")
 SEND = frozenset(
     {
         httpx.HTTPTransport.handle_request.__code__,
@@ -130,22 +130,22 @@ def reading_path(use_async: bool = False) -> tuple[list[str], list[str]]:
     from scripted_replies import answer
 
     from llama_index_docmemo import OpenAICompatible
-    from llama_index_docmemo.reasoning.base import PageView, ReasoningInput
-    from llama_index_docmemo.reasoning.vlm import VLMReasoner
+    from llama_index_docmemo.readers.base import PageView, ReaderInput
+    from llama_index_docmemo.readers.vlm import VLMReader
     from llama_index_docmemo.types import PageRef
 
     page = PageView(PageRef("report.pdf", 1), "Revenue in 2023 was $5.2M.")
-    reading = ReasoningInput(question="What was revenue?", query="revenue", pages=[page])
+    reading = ReaderInput(question="What was revenue?", query="revenue", pages=[page])
     with FakeVLLM(default=answer) as server:
         llm = OpenAICompatible(
             model=server.model, api_base=server.url, context_window=8192, max_retries=0
         )
-        reader = VLMReasoner(llm)
-        reader.reason(reading)  # the first request also reads the server's model list
+        reader = VLMReader(llm)
+        reader.read(reading)  # the first request also reads the server's model list
         if use_async:
-            feedback, recorder = recorded(lambda: asyncio.run(reader.areason(reading)))
+            feedback, recorder = recorded(lambda: asyncio.run(reader.aread(reading)))
         else:
-            feedback, recorder = recorded(lambda: reader.reason(reading))
+            feedback, recorder = recorded(lambda: reader.read(reading))
     if feedback.status != "answered" or len(recorder.paths) != 1:
         raise RuntimeError(f"one answered request expected: {feedback}, {recorder.paths}")
     path = recorder.paths[0]
@@ -161,7 +161,7 @@ def main() -> None:
     path, ran = reading_path(args.use_async)
     print(f"{len(path)} modules on the request's path: " + " -> ".join(path))
     if args.all:
-        print(f"{len(ran)} modules of llms/ and reasoning/ ran:")
+        print(f"{len(ran)} modules of llms/ and readers/ ran:")
         print("\n".join(f"  {m}" for m in ran))
 
 

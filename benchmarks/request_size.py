@@ -1,6 +1,6 @@
 """Bytes and estimated image tokens of one reader request: 5 page images and 3 table-sized crops.
 
-For each PDF, pages 2-6 are shown to :class:`VLMReasoner` (rendered as the engine renders them)
+For each PDF, pages 2-6 are shown to :class:`VLMReader` (rendered as the engine renders them)
 with three crops (the middle band of pages 2-4, rendered by the crop postprocessor's
 ``render_crop``); the request body is what the ``openai`` client would send (the messages as
 LlamaIndex converts them, in JSON). Image tokens are the model family's formula over the sizes
@@ -32,8 +32,8 @@ from PIL import Image
 from llama_index_docmemo.ingest.pdf import render_page
 from llama_index_docmemo.llms.image_policy import image_tokens, model_family
 from llama_index_docmemo.postprocessors.crops import render_crop
-from llama_index_docmemo.reasoning.base import CropView, PageView, ReasoningInput
-from llama_index_docmemo.reasoning.vlm import VLMReasoner
+from llama_index_docmemo.readers.base import CropView, PageView, ReaderInput
+from llama_index_docmemo.readers.vlm import VLMReader
 from llama_index_docmemo.step_runtime import run
 from llama_index_docmemo.types import PageRef
 
@@ -41,7 +41,7 @@ PAGES = range(2, 7)
 CROP_PAGES = range(2, 5)
 
 
-def reader_input(pdf: Path, crops_dir: Path, text: bool) -> ReasoningInput:
+def reader_input(pdf: Path, crops_dir: Path, text: bool) -> ReaderInput:
     """Five pages of ``pdf`` and three table-sized crops, as one reading round shows them."""
     doc_id = pdf.name
     crops = []
@@ -64,13 +64,11 @@ def reader_input(pdf: Path, crops_dir: Path, text: bool) -> ReasoningInput:
                     page=PageRef(doc_id, p), kind="table", bbox=box, load_image=lambda x=path: x
                 )
             )
-    return ReasoningInput(
-        question="What was the total revenue?", query="", pages=pages, crops=crops
-    )
+    return ReaderInput(question="What was the total revenue?", query="", pages=pages, crops=crops)
 
 
 def measure(
-    reader: VLMReasoner, pdf: Path, crops_dir: Path, text: bool
+    reader: VLMReader, pdf: Path, crops_dir: Path, text: bool
 ) -> tuple[int, int, list[tuple[int, int]]]:
     """(body bytes, estimated image tokens, image sizes) of the reader's request for ``pdf``."""
     llm = reader.llm
@@ -109,7 +107,7 @@ def main() -> None:
     budget = {} if args.max_image_bytes is None else {"max_image_bytes": None}
     if args.max_image_bytes not in (None, "off"):
         budget = {"max_image_bytes": int(args.max_image_bytes)}
-    reader = VLMReasoner(llm, images=True, **budget)  # type: ignore[arg-type]
+    reader = VLMReader(llm, images=True, **budget)  # type: ignore[arg-type]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for pdf in pdfs:

@@ -1,7 +1,7 @@
 """The text part of a reader request, in tokens: what ``evaluation.cost`` prices a request and a page at.
 
 For the first questions of a dataset's tuning half, builds the reader's request exactly as
-:class:`~llama_index_docmemo.reasoning.vlm.VLMReasoner` does at its defaults (system prompt,
+:class:`~llama_index_docmemo.readers.vlm.VLMReader` does at its defaults (system prompt,
 question, the document's outline, ``k`` pages of the first-round ranking with their extracted
 text, the reply form), without images, and counts its tokens with LlamaIndex's tokenizer. Prints
 the mean tokens of a request with no page and the mean extra tokens of one page's text; a
@@ -22,17 +22,17 @@ from llama_index_docmemo.evaluation.baselines import FirstRoundRanking
 from llama_index_docmemo.evaluation.datasets import load_dataset, select_split
 from llama_index_docmemo.evaluation.setup import open_eval_store
 from llama_index_docmemo.memory.schema import SchemaMemory
-from llama_index_docmemo.reasoning.base import PageView, ReasoningInput
-from llama_index_docmemo.reasoning.prompts import (
+from llama_index_docmemo.readers.base import PageView, ReaderInput
+from llama_index_docmemo.readers.prompts import (
     READER_SYSTEM_PROMPT,
     page_text_budget,
     reading_prompt,
 )
 
-TEXT_CHARS, MAX_PAGE_CHARS, MIN_PAGE_CHARS = 24000, 6000, 800  # VLMReasoner's defaults
+TEXT_CHARS, MAX_PAGE_CHARS, MIN_PAGE_CHARS = 24000, 6000, 800  # VLMReader's defaults
 
 
-def request_tokens(inp: ReasoningInput, count: object) -> int:
+def request_tokens(inp: ReaderInput, count: object) -> int:
     """Tokens of the system prompt and the text parts of one reading request."""
     chars = page_text_budget(len(inp.pages), TEXT_CHARS, MAX_PAGE_CHARS, MIN_PAGE_CHARS)
     parts = reading_prompt(inp, set(range(len(inp.pages))), set(), page_chars=chars)
@@ -62,10 +62,10 @@ def main() -> None:
                 PageView(ref=r.ref, text=r.text, section=r.section)
                 for r in ranking.records(item, args.k)[: args.k]
             ]
-            base = ReasoningInput(
+            base = ReaderInput(
                 question=item.question, query=item.question, pages=[], outline=memory.describe()
             )
-            full = ReasoningInput(
+            full = ReaderInput(
                 question=item.question, query=item.question, pages=pages, outline=memory.describe()
             )
             none = request_tokens(base, count)

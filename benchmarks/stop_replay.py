@@ -241,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings, runs = read_run(args.run, args.engine)
     if settings["stop"]["mode"] != "never":
         raise SystemExit(f"{args.run}: not a --stop never run (stop {settings['stop']['mode']})")
-    if settings["reasoner"] != "simulated":
+    if settings["reader"] != "simulated":
         raise SystemExit(f"{args.run}: the replay needs the simulated reader's labels")
     items = {item.qid: item for item in load_dataset(args.data, check_pdfs=False).items}
     rows: list[dict[str, Any]] = []

@@ -2,7 +2,7 @@
 
     python examples/quickstart.py path/to/report.pdf "What was the revenue in 2023?"
 
-No GPU, server or API key: Qdrant Edge in-process, the CPU encoder, the offline reasoner.
+No GPU, server or API key: Qdrant Edge in-process, the CPU encoder, the offline reader.
 Set DOCMEMO_LLM_URL / DOCMEMO_LLM_MODEL to read pages with a Qwen-VL served by vLLM instead.
 """
 

@@ -20,7 +20,7 @@ from llama_index_docmemo.demo.document import DEMO_QUESTIONS, write_demo_pdf
 from llama_index_docmemo.evaluation.setup import open_eval_store
 from llama_index_docmemo.ingest.ocr import find_tessdata
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
-from llama_index_docmemo.reasoning.base import Feedback, Reasoner, ReasoningInput
+from llama_index_docmemo.readers.base import Feedback, Reader, ReaderInput
 from llama_index_docmemo.types import EvidenceNote
 from tests.ingest_samples import make_scanned_slides
 
@@ -56,7 +56,7 @@ def test_ask_json_gives_verified_citations_with_pages_and_boxes(store, capsys) -
     assert "1,184" in citation["quote"]
 
 
-class PlantedReader(Reasoner):
+class PlantedReader(Reader):
     """Names the first page shown useful and answers with a figure the pages may not hold."""
 
     name = "planted"
@@ -64,7 +64,7 @@ class PlantedReader(Reasoner):
     def __init__(self, answer: str) -> None:
         self.answer = answer
 
-    def reason(self, inp: ReasoningInput) -> Feedback:
+    def read(self, inp: ReaderInput) -> Feedback:
         page = inp.pages[0].ref
         return Feedback(
             answer=self.answer,
@@ -79,7 +79,7 @@ def engine(store_path: Path, answer: str, **config: object) -> DocMemoQueryEngin
     return DocMemoQueryEngine.from_defaults(
         store=store,
         encoder=encoder,
-        reasoner=PlantedReader(answer),
+        reader=PlantedReader(answer),
         config=DocMemoConfig(**config),
         evidence_images=False,
     )

@@ -1,4 +1,4 @@
-"""Adaptive granularity inside DocMemoQueryEngine: crops of the pages read reach the reasoner,
+"""Adaptive granularity inside DocMemoQueryEngine: crops of the pages read reach the reader,
 the per-query table-crop cap holds across rounds, and crops on useful pages become sources."""
 
 from __future__ import annotations
@@ -14,19 +14,19 @@ from llama_index_docmemo.encoders import default_encoder
 from llama_index_docmemo.indexing import DocumentIndexer
 from llama_index_docmemo.postprocessors.crops import CropPostprocessor
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
-from llama_index_docmemo.reasoning.base import Feedback, Reasoner, ReasoningInput
+from llama_index_docmemo.readers.base import Feedback, Reader, ReaderInput
 from llama_index_docmemo.store import open_store
 
 
-class CropReader(Reasoner):
+class CropReader(Reader):
     """Records what it is shown; calls every page with a crop useful, never answers."""
 
     name = "crop-reader"
 
     def __init__(self) -> None:
-        self.inputs: list[ReasoningInput] = []
+        self.inputs: list[ReaderInput] = []
 
-    def reason(self, inp: ReasoningInput) -> Feedback:
+    def read(self, inp: ReaderInput) -> Feedback:
         self.inputs.append(inp)
         with_crops = list(dict.fromkeys(c.page for c in inp.crops))
         return Feedback(useful_pages=with_crops, status="need_more")
@@ -45,20 +45,20 @@ def engine_parts(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.mark.parametrize("max_tables", [5, 1])
-def test_crops_reach_the_reasoner_within_the_query_cap(engine_parts, max_tables: int) -> None:
+def test_crops_reach_the_reader_within_the_query_cap(engine_parts, max_tables: int) -> None:
     store, encoder, root = engine_parts
     reader = CropReader()
     engine = DocMemoQueryEngine.from_defaults(
         store=store,
         encoder=encoder,
-        reasoner=reader,
+        reader=reader,
         config=DocMemoConfig(pages_per_round=1, rounds=3, max_table_crops=max_tables),
         crop_postprocessor=CropPostprocessor(cache_dir=str(root / "cache")),
         evidence_images=False,
     )
     result = engine.run("segment table revenue by region")
     crops = [c for inp in reader.inputs for c in inp.crops]
-    assert crops, "no crop reached the reasoner"
+    assert crops, "no crop reached the reader"
     assert sum(c.kind == "table" for c in crops) <= max_tables
     path = crops[0].load_image()  # the crop's PNG in the cache, read when a request is sent
     with Image.open(path) as image:
@@ -74,7 +74,7 @@ def test_switch_off_means_no_crops(engine_parts) -> None:
     engine = DocMemoQueryEngine.from_defaults(
         store=store,
         encoder=encoder,
-        reasoner=reader,
+        reader=reader,
         config=DocMemoConfig(pages_per_round=2, rounds=1, adaptive_granularity=False),
         crop_postprocessor=CropPostprocessor(cache_dir=str(root / "cache")),
         evidence_images=False,

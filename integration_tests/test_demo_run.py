@@ -1,4 +1,4 @@
-"""The demo end to end: generated report -> embedded store -> DocMemo with the offline reasoner."""
+"""The demo end to end: generated report -> embedded store -> DocMemo with the offline reader."""
 
 from __future__ import annotations
 

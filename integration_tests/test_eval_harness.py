@@ -93,7 +93,7 @@ def test_simulated_eval_end_to_end_and_resume(dataset: Path, tmp_path: Path) -> 
         *common,
         "--engines",
         ENGINES,
-        "--reasoner",
+        "--reader",
         "simulated",
         "--split",
         "all",
@@ -108,7 +108,7 @@ def test_simulated_eval_end_to_end_and_resume(dataset: Path, tmp_path: Path) -> 
     )
     assert run_eval(args) == 0
     report = json.loads((out / "report.json").read_text())
-    assert report["reasoner"] == "simulated" and report["n_questions"] == 4
+    assert report["reader"] == "simulated" and report["n_questions"] == 4
     assert report["seeds"] == [0, 1] and report["split"] == "all"
     assert report["stop"]["mode"] == "never"
     assert list(report["engines"]) == ENGINES.split(",")
@@ -151,7 +151,7 @@ def test_simulated_eval_end_to_end_and_resume(dataset: Path, tmp_path: Path) -> 
     assert len(lines) == 4 * 8
     assert run_eval(args) == 0  # resumed: nothing re-run
     assert (out / "seed-0" / "results.jsonl").read_text().splitlines() == lines
-    other = parse(*common, "--reasoner", "simulated", "--split", "all", "--fn", "0.4")
+    other = parse(*common, "--reader", "simulated", "--split", "all", "--fn", "0.4")
     with pytest.raises(Exception, match="different .*fn"):
         run_eval(other)
 
@@ -168,7 +168,7 @@ def test_report_split_and_reader_map(dataset: Path, tmp_path: Path) -> None:
         "--no-progress",
         "--engines",
         "docmemo,static-paged",
-        "--reasoner",
+        "--reader",
         "simulated",
         "--k",
         "2",
@@ -194,7 +194,7 @@ def test_offline_eval_scores_answers_and_measures_the_reader(
     args = parse(
         "--data",
         str(dataset),
-        "--reasoner",
+        "--reader",
         "offline",
         "--engines",
         "docmemo,static-paged",
@@ -229,7 +229,7 @@ def test_corpus_scope_asks_the_whole_store_and_reports_documents(
     engines = "docmemo,static-paged,two-stage,no_document_beliefs"
     args_list = [
         *common,
-        *("--engines", engines, "--reasoner", "simulated", "--scope", "corpus"),
+        *("--engines", engines, "--reader", "simulated", "--scope", "corpus"),
         *("--split", "tune", "--seeds", "0", "--k", "2", "--fn", "0", "--fp", "0"),
     ]  # the tuning half holds alpha.pdf's questions only
     args = parse(*args_list)

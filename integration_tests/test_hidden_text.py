@@ -16,7 +16,7 @@ from llama_index_docmemo.evaluation.setup import open_eval_store
 from llama_index_docmemo.ingest.layout.pymupdf_detect import _clip_text
 from llama_index_docmemo.ingest.pdf import read_pdf
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
-from llama_index_docmemo.reasoning.base import Feedback, Reasoner, ReasoningInput
+from llama_index_docmemo.readers.base import Feedback, Reader, ReaderInput
 from llama_index_docmemo.types import EvidenceNote
 
 VISIBLE = "Group revenue was 31,337 million in 2023, up from 29,870 million."
@@ -80,12 +80,12 @@ def test_the_page_text_and_its_crops_hold_only_what_is_seen(tmp_path: Path, how:
     assert "4,242" not in text and "4,242" not in crop
 
 
-class Reader(Reasoner):
+class ObedientReader(Reader):
     """Obeys what it is shown, and answers with the hidden figure."""
 
     name = "planted"
 
-    def reason(self, inp: ReasoningInput) -> Feedback:
+    def read(self, inp: ReaderInput) -> Feedback:
         page = inp.pages[0].ref
         return Feedback(
             answer="Revenue was 4,242 million.",
@@ -105,7 +105,7 @@ def test_a_figure_stated_only_in_hidden_text_is_never_verified(tmp_path: Path, h
     engine = DocMemoQueryEngine.from_defaults(
         store=store,
         encoder=encoder,
-        reasoner=Reader(),
+        reader=ObedientReader(),
         config=DocMemoConfig(),
         evidence_images=False,
     )

@@ -41,9 +41,9 @@ from llama_index_docmemo.llms.servers import ServerFacts, ServerMemory
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.nodes import node_ref, page_node
 from llama_index_docmemo.postprocessors.rerank import LLMReranker, RoundQueryBundle
-from llama_index_docmemo.reasoning.base import PageView, ReasoningInput
-from llama_index_docmemo.reasoning.replies import FeedbackReply
-from llama_index_docmemo.reasoning.vlm import VLMReasoner
+from llama_index_docmemo.readers.base import PageView, ReaderInput
+from llama_index_docmemo.readers.replies import FeedbackReply
+from llama_index_docmemo.readers.vlm import VLMReader
 from llama_index_docmemo.types import PageInput, PageRecord, PageRef
 
 pytestmark = pytest.mark.slow  # a subprocess or a real server per test
@@ -225,25 +225,25 @@ def _long_pages(n: int, chars: int) -> list[PageView]:
 
 def test_long_pages_fit_a_2048_token_window_learned_from_the_server(server: str) -> None:
     llm = client(server, structured_mode="json_object")  # believes 32k until the server says
-    inp = ReasoningInput(
+    inp = ReaderInput(
         question="What was revenue in 2023?", query="revenue", pages=_long_pages(4, 6000)
     )
     with counting_llm_calls() as first:
-        feedback = VLMReasoner(llm).reason(inp)
+        feedback = VLMReader(llm).read(inp)
     facts = llm.server_memory.get(_key(server))
     assert facts.context_window == N_CTX and facts.chars_per_token is not None
     assert first.calls == 2  # the overflowing request, then the fitted one
     assert set(feedback.useful_pages) <= {p.ref for p in inp.pages}
     with counting_llm_calls() as again:
-        VLMReasoner(llm).reason(inp)  # learned: fits at the first try
+        VLMReader(llm).read(inp)  # learned: fits at the first try
     assert again.calls == 1
 
 
 def test_a_configured_window_fits_at_the_first_request(server: str) -> None:
     llm = client(server, context_window=N_CTX, structured_mode="json_object")
-    inp = ReasoningInput(question="What was revenue?", query="revenue", pages=_long_pages(3, 8000))
+    inp = ReaderInput(question="What was revenue?", query="revenue", pages=_long_pages(3, 8000))
     with counting_llm_calls() as tally:
-        VLMReasoner(llm).reason(inp)
+        VLMReader(llm).read(inp)
     assert llm.server_memory.get(_key(server)).chars_per_token is None  # no overflow reported
     assert tally.calls == 1
 

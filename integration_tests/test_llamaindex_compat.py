@@ -56,8 +56,8 @@ from llama_index_docmemo.indexing import DocumentIndexer
 from llama_index_docmemo.llms import QwenVL
 from llama_index_docmemo.postprocessors.rerank import LLMReranker
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
-from llama_index_docmemo.reasoning.offline import OfflineReasoner
-from llama_index_docmemo.reasoning.vlm import VLMReasoner
+from llama_index_docmemo.readers.offline import OfflineReader
+from llama_index_docmemo.readers.vlm import VLMReader
 from llama_index_docmemo.retriever import DocMemoRetriever
 from llama_index_docmemo.store import open_store
 from llama_index_docmemo.store.scope import FilterError
@@ -154,8 +154,8 @@ def test_settings_llm_is_picked_up_and_reads_page_text(indexed) -> None:
     debug = LlamaDebugHandler()
     Settings.callback_manager = CallbackManager([debug])
     eng = engine(indexed)
-    assert isinstance(eng.reasoner, VLMReasoner) and eng.reasoner.llm is Settings._llm
-    assert eng.reasoner.image_choice.send is False  # no known vision model: page text
+    assert isinstance(eng.reader, VLMReader) and eng.reader.llm is Settings._llm
+    assert eng.reader.image_choice.send is False  # no known vision model: page text
     response = eng.query(QUESTION)
     assert str(response) == "12 percent"
     assert replies and "Extracted text" in replies[0]
@@ -169,10 +169,10 @@ def test_settings_llm_is_picked_up_and_reads_page_text(indexed) -> None:
 def test_without_any_llm_the_offline_reader_is_used_and_logged(indexed, caplog) -> None:
     with caplog.at_level("INFO", logger="llama_index_docmemo.query_engine"):
         eng = engine(indexed)
-    assert isinstance(eng.reasoner, OfflineReasoner)
+    assert isinstance(eng.reader, OfflineReader)
     assert "offline reader" in caplog.text
     Settings.llm = None  # LlamaIndex installs a MockLLM: still no LLM to read with
-    assert isinstance(engine(indexed).reasoner, OfflineReasoner)
+    assert isinstance(engine(indexed).reader, OfflineReader)
 
 
 def test_a_multimodal_llm_gets_page_images(indexed) -> None:
@@ -294,17 +294,17 @@ def test_metadata_filters_scope_every_path(indexed) -> None:
         got = refs(retriever.retrieve("retail segment margin 2023 page notes"))
         assert got, name
         assert all(allowed[name](d, p) for d, p in got), (name, got)
-        result = engine(indexed, reasoner=OfflineReasoner()).run(QUESTION, page_filter=filters)
+        result = engine(indexed, reader=OfflineReader()).run(QUESTION, page_filter=filters)
         read = {(r.doc_id, r.page) for r in result.trace.pages_read}
         assert all(allowed[name](d, p) for d, p in read), (name, read)
     # a scope given per query narrows the engine's; one naming another tenant is refused
-    memo_only = engine(indexed, reasoner=OfflineReasoner()).run(
+    memo_only = engine(indexed, reader=OfflineReader()).run(
         QUESTION, page_filter=cases["file name"]
     )
     assert {r.doc_id for r in memo_only.trace.pages_read} == {"memo.pdf"}
     other_tenant = MetadataFilters(filters=[MetadataFilter(key="tenant", value="b")])
     with pytest.raises(IdentityError, match="names tenant 'b'"):
-        engine(indexed, reasoner=OfflineReasoner()).run(QUESTION, page_filter=other_tenant)
+        engine(indexed, reader=OfflineReader()).run(QUESTION, page_filter=other_tenant)
     with pytest.raises(IdentityError):
         index.as_retriever(filters=other_tenant)
 
@@ -359,7 +359,7 @@ def test_rounds_fire_retrieval_events_and_any_postprocessor_reranks(indexed) -> 
     handler = Collect()
     get_dispatcher().add_event_handler(handler)
     try:
-        result = engine(indexed, reasoner=OfflineReasoner(), reranker=rerank).run(QUESTION)
+        result = engine(indexed, reader=OfflineReader(), reranker=rerank).run(QUESTION)
     finally:
         get_dispatcher().event_handlers.remove(handler)
     rounds = len(result.trace.rounds)
@@ -435,7 +435,7 @@ def test_under_router_and_sub_question_engines(indexed) -> None:
             return reader_reply(_as_request(prompt)).content
 
     eng = engine(indexed, llm=Reader())
-    other = engine(indexed, reasoner=OfflineReasoner())
+    other = engine(indexed, reader=OfflineReader())
     selector = LLMSingleSelector.from_defaults(
         llm=ScriptedLLM(default='[{"choice": 1, "reason": "annual reports"}]')
     )

@@ -26,8 +26,8 @@ from llama_index_docmemo.llms.servers import ServerMemory
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.nodes import node_ref, page_node
 from llama_index_docmemo.postprocessors.rerank import LLMReranker, RoundQueryBundle
-from llama_index_docmemo.reasoning.base import PageView, ReasoningInput
-from llama_index_docmemo.reasoning.vlm import VLMReasoner
+from llama_index_docmemo.readers.base import PageView, ReaderInput
+from llama_index_docmemo.readers.vlm import VLMReader
 from llama_index_docmemo.types import PageInput, PageRecord, PageRef
 
 MODEL = "served-model"
@@ -50,10 +50,8 @@ def pages(n: int, chars: int = 200) -> list[PageView]:
     ]
 
 
-def round_input(n: int = 2, chars: int = 200) -> ReasoningInput:
-    return ReasoningInput(
-        question="What was revenue in 2023?", query="revenue", pages=pages(n, chars)
-    )
+def round_input(n: int = 2, chars: int = 200) -> ReaderInput:
+    return ReaderInput(question="What was revenue in 2023?", query="revenue", pages=pages(n, chars))
 
 
 def form(request: Request) -> str:
@@ -81,9 +79,9 @@ def test_auto_finds_the_form_each_server_takes_and_remembers_it(
 ) -> None:
     shared = ServerMemory()
     with FakeVLLM([], default=Reply(feedback()), model=MODEL, flavour=flavour) as server:
-        reasoner = VLMReasoner(llm(server, shared))
-        first = reasoner.reason(round_input())
-        second = VLMReasoner(llm(server, shared)).reason(round_input())  # a new client, shared
+        reader = VLMReader(llm(server, shared))
+        first = reader.read(round_input())
+        second = VLMReader(llm(server, shared)).read(round_input())  # a new client, shared
     assert server.problems == []
     assert first.answer == second.answer == "$5.2M"
     assert [form(r) for r in server.requests] == [expected, expected]
@@ -97,7 +95,7 @@ def test_auto_finds_the_form_each_server_takes_and_remembers_it(
 def test_llama_cpp_refusal_is_not_retried_as_a_server_fault() -> None:
     # the 500 is retried by the openai client (it cannot tell); the fallback follows once
     with FakeVLLM([], default=Reply(feedback()), model=MODEL, flavour="llama_cpp") as server:
-        VLMReasoner(llm(server, max_retries=0)).reason(round_input())
+        VLMReader(llm(server, max_retries=0)).read(round_input())
     assert (
         server.refusals == [server.refusals[0]] and "'text' or 'json_object'" in server.refusals[0]
     )
@@ -108,7 +106,7 @@ def test_llama_cpp_refusal_is_not_retried_as_a_server_fault() -> None:
 )
 def test_an_explicit_mode_is_used_as_is(mode: str) -> None:
     with FakeVLLM([Reply(feedback())], model=MODEL) as server:
-        VLMReasoner(llm(server, structured_mode=mode)).reason(round_input())
+        VLMReader(llm(server, structured_mode=mode)).read(round_input())
     request = server.requests[0]
     assert server.problems == [] and form(request) == mode
     assert request.schema is not None and "useful_pages" in request.schema["properties"]
@@ -120,7 +118,7 @@ def test_an_explicit_mode_the_server_refuses_is_a_clear_error_without_fallback()
         server,
         pytest.raises(LLMError, match=r"HTTP 400: Unrecognized request argument.*guided_json"),
     ):
-        VLMReasoner(llm(server, structured_mode="guided_json")).reason(round_input())
+        VLMReader(llm(server, structured_mode="guided_json")).read(round_input())
     assert server.requests == []
 
 
@@ -134,7 +132,7 @@ def test_a_server_refusing_every_field_gets_the_schema_in_the_prompt() -> None:
 
     with FakeVLLM([], default=refuse_all, model=MODEL) as server:
         client = llm(server)
-        fb = VLMReasoner(client).reason(round_input())
+        fb = VLMReader(client).read(round_input())
     assert [form(r) for r in server.requests] == ["json_schema", "json_object", "prompt"]
     assert (
         "validates against this JSON schema" in server.requests[-1].body["messages"][0]["content"]
@@ -146,7 +144,7 @@ def test_a_server_refusing_every_field_gets_the_schema_in_the_prompt() -> None:
 def test_prompt_mode_repairs_a_malformed_reply() -> None:
     script = [Reply("The answer is $5.2M, see page [1]."), Reply(feedback())]
     with FakeVLLM(script, model=MODEL) as server:
-        fb = VLMReasoner(llm(server, structured_mode="prompt")).reason(round_input())
+        fb = VLMReader(llm(server, structured_mode="prompt")).read(round_input())
     assert fb.answer == "$5.2M" and len(server.requests) == 2
     assert all(form(r) == "prompt" for r in server.requests)
     assert "The answer is $5.2M" in server.requests[1].text
@@ -156,15 +154,15 @@ def test_a_server_fault_that_names_no_format_is_not_a_fallback() -> None:
     server = FakeVLLM([], default=Reply(status=500, error="CUDA out of memory"), model=MODEL)
     client = llm(server)
     with server, pytest.raises(LLMError, match="HTTP 500: CUDA out of memory"):
-        VLMReasoner(client).reason(round_input())
+        VLMReader(client).read(round_input())
     assert {form(r) for r in server.requests} == {"json_schema"}
     assert client.server_memory.get(client.server).structured_mode is None
 
 
 async def test_async_auto_fallback_and_concurrency_on_llama_cpp() -> None:
     with FakeVLLM([], default=Reply(feedback()), model=MODEL, flavour="llama_cpp") as server:
-        reasoner = VLMReasoner(llm(server))
-        results = await asyncio.gather(*(reasoner.areason(round_input()) for _ in range(4)))
+        reader = VLMReader(llm(server))
+        results = await asyncio.gather(*(reader.aread(round_input()) for _ in range(4)))
     assert all(r.answer == "$5.2M" for r in results)
     assert {form(r) for r in server.requests} == {"json_object"} and len(server.requests) == 4
 
@@ -200,7 +198,7 @@ def test_long_pages_are_cut_to_fit_a_small_window_each_keeping_a_share() -> None
     with FakeVLLM(
         [], default=Reply(feedback()), model=MODEL, context_window=2048, chars_per_token=4.0
     ) as server:
-        fb = VLMReasoner(llm(server, context_window=2048, max_tokens=256)).reason(
+        fb = VLMReader(llm(server, context_window=2048, max_tokens=256)).read(
             round_input(4, chars=12000)
         )
     (request,) = server.requests
@@ -218,9 +216,9 @@ def test_an_overflow_teaches_the_window_and_the_ratio_then_fits() -> None:
     ) as server:
         client = llm(server, max_tokens=256)
         with counting_llm_calls() as first:
-            fb = VLMReasoner(client).reason(round_input(4, chars=6000))
+            fb = VLMReader(client).read(round_input(4, chars=6000))
         with counting_llm_calls() as second:
-            again = VLMReasoner(client).reason(round_input(4, chars=6000))
+            again = VLMReader(client).read(round_input(4, chars=6000))
     assert len(server.refusals) == 1 and "maximum context length is 2048" in server.refusals[0]
     assert fb.answer == again.answer == "$5.2M"
     assert first.calls == 2 and second.calls == 1  # learned: the second round fits at once
@@ -232,7 +230,7 @@ def test_an_overflow_teaches_the_window_and_the_ratio_then_fits() -> None:
 def test_instructions_that_cannot_fit_are_refused_before_sending() -> None:
     server = FakeVLLM([], default=Reply(feedback()), model=MODEL)
     with server, pytest.raises(LLMError, match="context window 300"):
-        VLMReasoner(llm(server, context_window=300, max_tokens=200)).reason(round_input(2))
+        VLMReader(llm(server, context_window=300, max_tokens=200)).read(round_input(2))
     assert server.requests == []
 
 
@@ -248,7 +246,7 @@ def test_a_trickling_server_cannot_hold_a_request_past_the_deadline() -> None:
     with FakeVLLM([], default=Reply(feedback(), trickle=0.5), model=MODEL) as server:
         started = time.perf_counter()
         with pytest.raises(LLMError, match="total request deadline of 2s"):
-            VLMReasoner(llm(server, request_deadline=2.0)).reason(round_input(1))
+            VLMReader(llm(server, request_deadline=2.0)).read(round_input(1))
         elapsed = time.perf_counter() - started
         time.sleep(1.5)  # the abandoned worker stops reading at its next byte
     assert 2.0 <= elapsed < 4.0  # the whole reply would take minutes
@@ -259,7 +257,7 @@ async def test_a_trickling_server_cannot_hold_an_async_request_past_the_deadline
     with FakeVLLM([], default=Reply(feedback(), trickle=0.5), model=MODEL) as server:
         started = time.perf_counter()
         with pytest.raises(LLMError, match="total request deadline"):
-            await VLMReasoner(llm(server, request_deadline=2.0)).areason(round_input(1))
+            await VLMReader(llm(server, request_deadline=2.0)).aread(round_input(1))
         elapsed = time.perf_counter() - started
     assert 2.0 <= elapsed < 4.0  # the whole reply would take minutes
 
@@ -269,7 +267,7 @@ def test_retries_stop_at_the_deadline() -> None:
     with FakeVLLM([], default=Reply(feedback(), delay=3.0), model=MODEL) as server:
         started = time.perf_counter()
         with pytest.raises(LLMError, match="deadline"):
-            VLMReasoner(llm(server, timeout=1.0, max_retries=5, request_deadline=2.5)).reason(
+            VLMReader(llm(server, timeout=1.0, max_retries=5, request_deadline=2.5)).read(
                 round_input(1)
             )
         assert time.perf_counter() - started < 4.5
@@ -281,7 +279,7 @@ def test_a_caller_scope_tightens_the_deadline() -> None:
     with FakeVLLM([], default=Reply(feedback(), trickle=0.5), model=MODEL) as server:
         started = time.perf_counter()
         with deadline_scope(1.0), pytest.raises(LLMError, match="deadline"):
-            VLMReasoner(llm(server, request_deadline=30.0)).reason(round_input(1))
+            VLMReader(llm(server, request_deadline=30.0)).read(round_input(1))
         assert time.perf_counter() - started < 3.0
 
 
@@ -300,7 +298,7 @@ def test_streaming_stops_at_the_deadline() -> None:
 def test_json_schema_forced_on_llama_cpp_fails_at_once_naming_the_refusal() -> None:
     server = FakeVLLM([], default=Reply(feedback()), model=MODEL, flavour="llama_cpp")
     with server, pytest.raises(LLMError, match=r"HTTP 500: .*'text' or 'json_object'.*not retried"):
-        VLMReasoner(llm(server, structured_mode="json_schema", max_retries=3)).reason(round_input())
+        VLMReader(llm(server, structured_mode="json_schema", max_retries=3)).read(round_input())
     assert len(server.refusals) == 1
 
 
@@ -309,9 +307,9 @@ def test_tokens_are_the_servers_usage_else_the_tokenizers_count(usage: bool) -> 
     from llama_index.core.settings import Settings
 
     with FakeVLLM(model=MODEL, default=Reply(feedback()), usage=usage) as server:
-        reader = VLMReasoner(llm(server, context_window=8192))
+        reader = VLMReader(llm(server, context_window=8192))
         with counting_llm_calls() as cost:
-            reader.reason(round_input())
+            reader.read(round_input())
     (request,) = server.requests
     texts = [m["content"] for m in request.body["messages"]]
     if usage:  # the server's own counts (its text characters / 4)

@@ -21,8 +21,8 @@ from llama_index_docmemo.events import counting_llm_calls
 from llama_index_docmemo.llms.image_policy import DEFAULT_MAX_IMAGE_BYTES, image_tokens
 from llama_index_docmemo.page_images import PageImage
 from llama_index_docmemo.postprocessors.crops import render_crop
-from llama_index_docmemo.reasoning.base import CropView, PageView, ReasoningInput
-from llama_index_docmemo.reasoning.vlm import VLMReasoner
+from llama_index_docmemo.readers.base import CropView, PageView, ReaderInput
+from llama_index_docmemo.readers.vlm import VLMReader
 from llama_index_docmemo.types import PageRef
 
 MAX_BODY = 1_000_000
@@ -79,7 +79,7 @@ def paper(path: Path, pages: int = 6) -> Path:
     return path
 
 
-def reading(pdf: Path, cache: Path, text: bool = False) -> ReasoningInput:
+def reading(pdf: Path, cache: Path, text: bool = False) -> ReaderInput:
     """Pages 2-6 as the engine shows them (rendered once into the cache; with ``text``, with
     their text layer) and three table crops rendered as the crop postprocessor renders them."""
     version = pdf.stem
@@ -99,7 +99,7 @@ def reading(pdf: Path, cache: Path, text: bool = False) -> ReasoningInput:
             path = cache / f"crop-{p}.png"
             assert render_crop(doc[p - 1], box, path, 1500, 200)
             crops.append(CropView(PageRef(pdf.name, p), "table", box, load_image=lambda x=path: x))
-    return ReasoningInput(question="What was revenue?", query="", pages=pages, crops=crops)
+    return ReaderInput(question="What was revenue?", query="", pages=pages, crops=crops)
 
 
 def dev_pdf(name: str, file: str | None = None) -> Path | None:
@@ -124,12 +124,12 @@ def source_pdf(source: str, tmp_path: Path) -> Path:
     return pdf
 
 
-def read_once(inp: ReasoningInput, **reader: object) -> tuple[Request, int]:
+def read_once(inp: ReaderInput, **reader: object) -> tuple[Request, int]:
     """The one request a gpt-4o reader sent for ``inp`` and the trace's image-token estimate."""
     with FakeVLLM([], default=Reply(REPLY), model="gpt-4o", flavour="openai") as server:
         llm = OpenAI(model="gpt-4o", api_base=server.url, api_key="sk-test", max_retries=0)
         with counting_llm_calls() as tally:
-            feedback = VLMReasoner(llm, **reader).reason(inp)  # type: ignore[arg-type]
+            feedback = VLMReader(llm, **reader).read(inp)  # type: ignore[arg-type]
     assert server.problems == [] and feedback.answer == "$5.2M"
     (request,) = server.requests
     return request, tally.image_tokens

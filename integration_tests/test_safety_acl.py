@@ -2,7 +2,7 @@
 
 A caller without groups sees only documents without an ACL; a document with an ACL is visible
 only to callers holding one of its groups; documents without an ACL stay visible to every caller
-of the tenant. Checked on what reaches the reasoner (the LLM's seat), the evidence and the trace.
+of the tenant. Checked on what reaches the reader (the LLM's seat), the evidence and the trace.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from safety_worker import DIM, HashEncoder, write_pdf
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.indexing import DocumentIndexer
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
-from llama_index_docmemo.reasoning.base import Feedback, Reasoner, ReasoningInput
+from llama_index_docmemo.readers.base import Feedback, Reader, ReaderInput
 from llama_index_docmemo.store import EdgePageStore
 from llama_index_docmemo.store.scope import PageFilter
 
 ENCODER = HashEncoder()
 
 
-class RecordingReasoner(Reasoner):
+class RecordingReader(Reader):
     """Stands in for the LLM: records every page it is shown, never stops early."""
 
     name = "recording"
@@ -28,7 +28,7 @@ class RecordingReasoner(Reasoner):
     def __init__(self) -> None:
         self.shown: set[str] = set()
 
-    def reason(self, inp: ReasoningInput) -> Feedback:
+    def read(self, inp: ReaderInput) -> Feedback:
         self.shown |= {page.ref.doc_id for page in inp.pages}
         return Feedback(status="need_more")
 
@@ -62,16 +62,16 @@ def store(tmp_path_factory: pytest.TempPathFactory):
 )
 def test_acl_is_deny_by_default_on_every_path(store, groups, visible) -> None:
     scope = PageFilter(tenant="acme", acl_groups=groups)
-    reasoner = RecordingReasoner()
+    reader = RecordingReader()
     engine = DocMemoQueryEngine.from_defaults(
         store=store,
         encoder=ENCODER,
-        reasoner=reasoner,
+        reader=reader,
         config=DocMemoConfig(rounds=3, pages_per_round=4),
         page_filter=scope,
     )
     result = engine.run("What is the budget for next year?")
-    assert reasoner.shown == visible, "exactly the permitted documents reach the reader"
+    assert reader.shown == visible, "exactly the permitted documents reach the reader"
     assert {p.doc_id for p in result.trace.pages_read} == visible
     assert {s.doc_id for s in store.list_documents(scope)} == visible
     assert store.count_pages(scope) == 3 * len(visible)

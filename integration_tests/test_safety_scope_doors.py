@@ -34,7 +34,7 @@ from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.encoders import default_encoder
 from llama_index_docmemo.indexing import DocumentIndexer
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
-from llama_index_docmemo.reasoning.base import Feedback, Reasoner, ReasoningInput
+from llama_index_docmemo.readers.base import Feedback, Reader, ReaderInput
 from llama_index_docmemo.retriever import DocMemoRetriever
 from llama_index_docmemo.store import open_store
 from llama_index_docmemo.store.scope import PageFilter
@@ -88,7 +88,7 @@ NARROWING = {  # legal scopes: each may read A's public pages at most
 }
 
 
-class RecordingReasoner(Reasoner):
+class RecordingReader(Reader):
     """The LLM's seat: records the text of every page shown, never stops early."""
 
     name = "recording"
@@ -96,7 +96,7 @@ class RecordingReasoner(Reasoner):
     def __init__(self) -> None:
         self.shown: list[str] = []
 
-    def reason(self, inp: ReasoningInput) -> Feedback:
+    def read(self, inp: ReaderInput) -> Feedback:
         self.shown += [page.text for page in inp.pages]
         return Feedback(status="need_more")
 
@@ -142,14 +142,14 @@ def node_texts(nodes) -> list[str]:
     return [n.node.get_content() for n in nodes]
 
 
-Door = Callable[[DocMemoIndex, object, RecordingReasoner], list[str]]
+Door = Callable[[DocMemoIndex, object, RecordingReader], list[str]]
 
 
-def _engine(index: DocMemoIndex, reader: RecordingReasoner, **kwargs) -> DocMemoQueryEngine:
-    return index.as_query_engine(reasoner=reader, config=CONFIG, evidence_images=False, **kwargs)
+def _engine(index: DocMemoIndex, reader: RecordingReader, **kwargs) -> DocMemoQueryEngine:
+    return index.as_query_engine(reader=reader, config=CONFIG, evidence_images=False, **kwargs)
 
 
-def _streamed(index: DocMemoIndex, scope: object, reader: RecordingReasoner) -> list[str]:
+def _streamed(index: DocMemoIndex, scope: object, reader: RecordingReader) -> list[str]:
     llm = MockLLM()
     engine = _engine(index, reader, filters=scope, streaming=True, llm=llm)
     response = engine.query(QUESTION)
@@ -157,20 +157,20 @@ def _streamed(index: DocMemoIndex, scope: object, reader: RecordingReasoner) -> 
     return node_texts(response.source_nodes)
 
 
-def _chat(index: DocMemoIndex, scope: object, reader: RecordingReasoner) -> list[str]:
+def _chat(index: DocMemoIndex, scope: object, reader: RecordingReader) -> list[str]:
     chat = index.as_chat_engine(
-        filters=scope, reasoner=reader, config=CONFIG, evidence_images=False, chat_llm=MockLLM()
+        filters=scope, reader=reader, config=CONFIG, evidence_images=False, chat_llm=MockLLM()
     )
     first = chat.chat(QUESTION)
     second = chat.chat("And what about tenant B's memo?")  # a turn naming another tenant
     return node_texts(first.source_nodes) + node_texts(second.source_nodes)
 
 
-def _direct_engine(index: DocMemoIndex, scope: object, reader: RecordingReasoner) -> list[str]:
+def _direct_engine(index: DocMemoIndex, scope: object, reader: RecordingReader) -> list[str]:
     engine = DocMemoQueryEngine.from_defaults(
         store=index.store,
         encoder=index.encoder,
-        reasoner=reader,
+        reader=reader,
         config=CONFIG,
         page_filter=PageFilter(tenant="A"),
         evidence_images=False,
@@ -214,12 +214,12 @@ def test_no_door_widens_a_tenant_a_caller_without_groups(store, door: str) -> No
     page_store, _ = store
     index = DocMemoIndex.from_store(page_store, ENCODER, tenant="A")
     for name, scope in REFUSED.items():
-        reader = RecordingReasoner()
+        reader = RecordingReader()
         with pytest.raises(IdentityError, match="identity is set|reserved|control"):
             DOORS[door](index, scope, reader)
         assert reader.shown == [], (door, name)
     for name, scope in NARROWING.items():
-        reader = RecordingReasoner()
+        reader = RecordingReader()
         got = seen(DOORS[door](index, scope, reader) + reader.shown)
         assert got <= {ALLOWED}, (door, name, got)
         if name == "none":
@@ -229,10 +229,10 @@ def test_no_door_widens_a_tenant_a_caller_without_groups(store, door: str) -> No
 def test_a_caller_with_a_group_reads_that_group_only(store) -> None:
     page_store, _ = store
     index = DocMemoIndex.from_store(page_store, ENCODER, tenant="A", acl=["afin"])
-    reader = RecordingReasoner()
+    reader = RecordingReader()
     _engine(index, reader).run(QUESTION)
     assert seen(reader.shown) == {"APUBLIC", "APROTECTED"}
-    narrowed = RecordingReasoner()
+    narrowed = RecordingReader()
     _engine(index, narrowed, filters=PageFilter(acl_groups=())).run(QUESTION)
     assert seen(narrowed.shown) == {"APUBLIC"}  # fewer groups: narrower
     with pytest.raises(IdentityError):

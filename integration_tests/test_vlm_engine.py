@@ -1,4 +1,4 @@
-"""A whole DocMemo query with the VLM reasoner against the scripted OpenAI-compatible server.
+"""A whole DocMemo query with the VLM reader against the scripted OpenAI-compatible server.
 
 A generated 40-page PDF is indexed into Qdrant Edge with the CPU encoder; the scripted "VLM" labels
 the pages it is shown (gold pages useful, the rest irrelevant), asks for a refined query, and

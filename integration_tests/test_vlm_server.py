@@ -1,4 +1,4 @@
-"""QwenVL, VLMReasoner, LLMReranker and the summariser through the real openai client over HTTP.
+"""QwenVL, VLMReader, LLMReranker and the summariser through the real openai client over HTTP.
 
 Every request goes to a scripted OpenAI-compatible server on 127.0.0.1 (fake_vllm_server) that
 checks it as vLLM would: served model name, PNG data-URL images within size and count limits,
@@ -26,8 +26,8 @@ from llama_index_docmemo.llms.servers import ServerMemory
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.nodes import node_ref, page_node
 from llama_index_docmemo.postprocessors.rerank import LLMReranker, RoundQueryBundle
-from llama_index_docmemo.reasoning.base import CropView, PageView, ReasoningInput
-from llama_index_docmemo.reasoning.vlm import VLMReasoner
+from llama_index_docmemo.readers.base import CropView, PageView, ReaderInput
+from llama_index_docmemo.readers.vlm import VLMReader
 from llama_index_docmemo.types import PageInput, PageRecord, PageRef
 
 MODEL = "qwen-vl-test"
@@ -59,8 +59,8 @@ def pages(n: int) -> list[PageView]:
     ]
 
 
-def round_input(n: int = 2, **kw) -> ReasoningInput:
-    return ReasoningInput(
+def round_input(n: int = 2, **kw) -> ReaderInput:
+    return ReaderInput(
         question="What was revenue in 2023?", query="revenue 2023", pages=pages(n), **kw
     )
 
@@ -69,11 +69,11 @@ def test_a_refusal_of_images_is_learnt_once_per_memory_not_per_process() -> None
     # vLLM serving a text model refuses images (HTTP 400); the reading is asked again as text
     with FakeVLLM([], default=Reply(feedback()), model=MODEL, text_model="vllm") as server:
         for client in (qwen(server), qwen(server)):  # each LLM with a memory of its own
-            assert VLMReasoner(client).reason(round_input(1)).answer == "$5.2M"
+            assert VLMReader(client).read(round_input(1)).answer == "$5.2M"
         apart = len(server.refusals)
         shared = ServerMemory()
         for client in (qwen(server, server_memory=shared), qwen(server, server_memory=shared)):
-            assert VLMReasoner(client).reason(round_input(1)).answer == "$5.2M"
+            assert VLMReader(client).read(round_input(1)).answer == "$5.2M"
     assert apart == 2 and len(server.refusals) == 3  # the shared memory was taught once
     assert not any(r.image_sizes for r in server.requests)  # every answered request is text
     assert shared.get(f"{server.url}#{MODEL}").refuses_images
@@ -81,7 +81,7 @@ def test_a_refusal_of_images_is_learnt_once_per_memory_not_per_process() -> None
 
 def test_a_reading_round_sends_page_images_and_schema_and_maps_feedback() -> None:
     with FakeVLLM([Reply(feedback())], model=MODEL) as server:
-        fb = VLMReasoner(qwen(server)).reason(round_input(2))
+        fb = VLMReader(qwen(server)).read(round_input(2))
     assert server.problems == []
     (request,) = server.requests
     # Qwen-VL: JPEG at multiples of its 28-px patch, within the 1500-px long side and the 2048
@@ -108,14 +108,14 @@ def test_images_per_request_respect_the_server_limit() -> None:
         load_image=lambda: Image.new("RGB", (600, 300)),
     )
     with FakeVLLM([Reply(feedback())], model=MODEL, max_images=3) as server:
-        VLMReasoner(qwen(server, max_images_per_prompt=3)).reason(round_input(6, crops=[crop]))
+        VLMReader(qwen(server, max_images_per_prompt=3)).read(round_input(6, crops=[crop]))
     assert server.problems == [] and len(server.requests[0].image_sizes) == 3
 
 
 @pytest.mark.parametrize("mode", ["structured_outputs", "guided_json"])
 def test_vllm_guided_decoding_fields_carry_the_schema(mode: str) -> None:
     with FakeVLLM([Reply(feedback())], model=MODEL) as server:
-        VLMReasoner(qwen(server, structured_mode=mode)).reason(round_input(1))
+        VLMReader(qwen(server, structured_mode=mode)).read(round_input(1))
     body = server.requests[0].body
     assert server.problems == [] and "response_format" not in body
     key = "structured_outputs" if mode == "structured_outputs" else "guided_json"
@@ -126,7 +126,7 @@ def test_500_then_success_is_retried() -> None:
     with FakeVLLM(
         [Reply(status=500, error="CUDA hiccup"), Reply(feedback())], model=MODEL
     ) as server:
-        fb = VLMReasoner(qwen(server)).reason(round_input(1))
+        fb = VLMReader(qwen(server)).read(round_input(1))
     assert len(server.requests) == 2 and fb.answer == "$5.2M"  # one call, retried by the client
 
 
@@ -134,7 +134,7 @@ def test_429_waits_as_long_as_retry_after_says() -> None:
     script = [Reply(status=429, headers={"Retry-After": "0.6"}, error="busy"), Reply(feedback())]
     with FakeVLLM(script, model=MODEL) as server:
         started = time.perf_counter()
-        fb = VLMReasoner(qwen(server)).reason(round_input(1))
+        fb = VLMReader(qwen(server)).read(round_input(1))
         waited = time.perf_counter() - started
     assert fb.answer == "$5.2M" and len(server.requests) == 2
     assert 0.6 <= waited < 5
@@ -146,14 +146,14 @@ def test_a_retry_after_beyond_two_minutes_fails_at_once() -> None:
     with FakeVLLM(script, model=MODEL) as server:
         started = time.perf_counter()
         with pytest.raises(LLMError, match="HTTP 429: come back tomorrow"):
-            VLMReasoner(qwen(server)).reason(round_input(1))
+            VLMReader(qwen(server)).read(round_input(1))
     assert time.perf_counter() - started < 3 and len(server.requests) == 1
 
 
 def test_retries_are_bounded_and_the_error_names_the_url() -> None:
     server = FakeVLLM([], default=Reply(status=503, error="overloaded"), model=MODEL)
     with server, pytest.raises(LLMError) as err:
-        VLMReasoner(qwen(server, max_retries=2)).reason(round_input(1))
+        VLMReader(qwen(server, max_retries=2)).read(round_input(1))
     assert len(server.requests) == 3
     assert (
         server.url in str(err.value)
@@ -165,7 +165,7 @@ def test_retries_are_bounded_and_the_error_names_the_url() -> None:
 def test_a_client_error_is_not_retried() -> None:
     server = FakeVLLM([Reply(feedback())], model="another-model")
     with server, pytest.raises(LLMError, match="HTTP 400.*not served"):
-        VLMReasoner(qwen(server)).reason(round_input(1))
+        VLMReader(qwen(server)).read(round_input(1))
     assert len(server.requests) == 1
 
 
@@ -173,7 +173,7 @@ def test_a_slow_server_times_out_instead_of_hanging() -> None:
     with FakeVLLM([], default=Reply(feedback(), delay=2.0), model=MODEL) as server:
         started = time.perf_counter()
         with pytest.raises(LLMError, match="timed out"):
-            VLMReasoner(qwen(server, timeout=0.3, max_retries=1)).reason(round_input(1))
+            VLMReader(qwen(server, timeout=0.3, max_retries=1)).read(round_input(1))
         assert time.perf_counter() - started < 1.8
     assert len(server.requests) == 2
 
@@ -181,7 +181,7 @@ def test_a_slow_server_times_out_instead_of_hanging() -> None:
 def test_a_timeout_then_an_answer_succeeds() -> None:
     script = [Reply(feedback(), delay=1.5), Reply(feedback())]
     with FakeVLLM(script, model=MODEL) as server:
-        fb = VLMReasoner(qwen(server, timeout=0.4)).reason(round_input(1))
+        fb = VLMReader(qwen(server, timeout=0.4)).read(round_input(1))
     assert fb.answer == "$5.2M" and len(server.requests) == 2
 
 
@@ -196,7 +196,7 @@ def test_server_down_is_a_clear_error_quickly() -> None:
     llm = QwenVL(model=MODEL, api_base=url, max_retries=2)
     started = time.perf_counter()
     with pytest.raises(LLMError) as err:
-        VLMReasoner(llm).reason(round_input(1))
+        VLMReader(llm).read(round_input(1))
     assert time.perf_counter() - started < 5
     assert url in str(err.value) and "could not connect" in str(err.value)
 
@@ -204,7 +204,7 @@ def test_server_down_is_a_clear_error_quickly() -> None:
 def test_malformed_json_in_prompt_mode_gets_one_text_only_repair() -> None:
     script = [Reply("The revenue was $5.2M (page [1])."), Reply(feedback())]
     with FakeVLLM(script, model=MODEL) as server:
-        fb = VLMReasoner(qwen(server, structured_mode="prompt")).reason(round_input(2))
+        fb = VLMReader(qwen(server, structured_mode="prompt")).read(round_input(2))
     assert server.problems == [] and fb.answer == "$5.2M" and len(server.requests) == 2
     repair = server.requests[1]
     assert repair.image_sizes == [] and "validates against this JSON schema" in repair.text
@@ -216,14 +216,14 @@ def test_a_malformed_reply_under_a_schema_the_server_enforces_is_not_repaired() 
     validate (cut by max_tokens) is a round without labels, not a second request."""
     script = [Reply('{"notes": [{"page": 1, "fact": "Rev'), Reply(feedback())]
     with FakeVLLM(script, model=MODEL) as server:
-        fb = VLMReasoner(qwen(server)).reason(round_input(2))
+        fb = VLMReader(qwen(server)).read(round_input(2))
     assert len(server.requests) == 1 and fb.status == "need_more" and fb.useful_pages == []
 
 
 def test_malformed_twice_counts_as_no_feedback_and_the_query_goes_on() -> None:
     script = [Reply("{not json"), Reply('{"useful_pages": "every one"}')]
     with FakeVLLM(script, model=MODEL) as server:
-        fb = VLMReasoner(qwen(server, structured_mode="prompt")).reason(round_input(2))
+        fb = VLMReader(qwen(server, structured_mode="prompt")).read(round_input(2))
     assert fb.status == "need_more" and len(server.requests) == 2
     assert fb.useful_pages == [] and fb.irrelevant_pages == [] and fb.answer is None
 
@@ -238,7 +238,7 @@ def test_hostile_output_is_contained() -> None:
         missing=["more"] * 1000,
     )
     with FakeVLLM([Reply(hostile)], model=MODEL) as server:
-        fb = VLMReasoner(qwen(server)).reason(round_input(3))
+        fb = VLMReader(qwen(server)).read(round_input(3))
     shown = [PageRef("report.pdf", n) for n in (20, 21, 22)]
     assert fb.useful_pages == shown  # only pages that were shown, each once
     assert fb.irrelevant_pages == []
@@ -259,10 +259,10 @@ def answer_by_pages(request: Request) -> Reply:
 
 async def test_concurrent_async_rounds_stay_separate() -> None:
     with FakeVLLM([], default=answer_by_pages, model=MODEL) as server:
-        reasoner = VLMReasoner(qwen(server))
-        a = ReasoningInput(question="q", query="q", pages=pages(1))
-        b = ReasoningInput(question="q", query="q", pages=[pages(4)[3]])
-        fa, fb = await asyncio.gather(reasoner.areason(a), reasoner.areason(b))
+        reader = VLMReader(qwen(server))
+        a = ReaderInput(question="q", query="q", pages=pages(1))
+        b = ReaderInput(question="q", query="q", pages=[pages(4)[3]])
+        fa, fb = await asyncio.gather(reader.aread(a), reader.aread(b))
     assert fa.answer == "from page 20" and fb.answer == "from page 23"
     assert fa.useful_pages == [PageRef("report.pdf", 20)] and fb.useful_pages == [
         PageRef("report.pdf", 23)

@@ -1,8 +1,8 @@
 """Relevance feedback (pure): expand a round's query with terms that set the useful pages apart.
 
-Pages a reasoner judged useful describe the evidence in the document's own words; adding
+Pages a reader judged useful describe the evidence in the document's own words; adding
 their most distinctive terms to the query pulls in the pages that continue it (the rest of a
-table, the other year, the definition) even when the reasoner proposes no refined query.
+table, the other year, the definition) even when the reader proposes no refined query.
 Words are compared by their stemmed keys (:mod:`llama_index_docmemo.text`), as the lexical search does.
 """
 

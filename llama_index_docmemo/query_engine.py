@@ -59,9 +59,9 @@ from llama_index_docmemo.loop import (
 )
 from llama_index_docmemo.nodes import is_page, node_ref
 from llama_index_docmemo.paths import default_cache_dir
-from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
-from llama_index_docmemo.reasoning.prompts import ANSWER_PROMPT, evidence_text
-from llama_index_docmemo.reasoning.replies import sanitize_feedback
+from llama_index_docmemo.readers.base import PageView, Reader, ReaderInput
+from llama_index_docmemo.readers.prompts import ANSWER_PROMPT, evidence_text
+from llama_index_docmemo.readers.replies import sanitize_feedback
 from llama_index_docmemo.retriever import DocMemoRetriever, ScopeLike
 from llama_index_docmemo.types import Feedback
 
@@ -120,7 +120,7 @@ def check_engine_arguments(kwargs: dict[str, Any]) -> None:
         for name in unknown
     )
     raise TypeError(
-        f"DocMemoQueryEngine does not take {details} (it takes llm, reasoner, config, filters, "
+        f"DocMemoQueryEngine does not take {details} (it takes llm, reader, config, filters, "
         "similarity_top_k, node_postprocessors, reranker, response_mode='compact', streaming, "
         f"images, callback_manager, server_memory, {', '.join(sorted(ENGINE_ARGUMENTS))})"
     )
@@ -153,7 +153,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
     Args:
         retriever: the runner's round 1 (store, encoder, config, reranker, executors) and the
             caller's scope; the engine's runner is the same with the reader and crops.
-        reasoner: reads the pages and labels them (VLM/LLM reader, offline, or simulated).
+        reader: reads the pages and labels them (VLM/LLM reader, offline, or simulated).
         crop_postprocessor: adds table/figure crops of the pages read (adaptive granularity).
         llm: writes the streamed final answer when ``streaming`` is on (without one, the
             loop's answer is streamed as one chunk).
@@ -165,7 +165,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
     def __init__(
         self,
         retriever: DocMemoRetriever,
-        reasoner: Reasoner,
+        reader: Reader,
         crop_postprocessor: BaseNodePostprocessor | None = None,
         llm: LLM | None = None,
         streaming: bool = False,
@@ -180,7 +180,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
         self.streaming = streaming
         self.answer_prompt: BasePromptTemplate = answer_prompt or ANSWER_PROMPT
         self.runner: DocMemoRunner = retriever.runner.with_parts(
-            reader=reasoner,
+            reader=reader,
             crops=crop_postprocessor,
             callback_manager=self.callback_manager,
             evidence_images=evidence_images,
@@ -195,7 +195,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
         return self.runner.config
 
     @property
-    def reasoner(self) -> Reasoner:
+    def reader(self) -> Reader:
         assert self.runner.reader is not None
         return self.runner.reader
 
@@ -218,7 +218,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
         store: PageStore,
         encoder: PageEncoder | None = None,
         llm: LLM | None = None,
-        reasoner: Reasoner | None = None,
+        reader: Reader | None = None,
         config: DocMemoConfig | None = None,
         page_filter: ScopeLike = None,
         crop_postprocessor: BaseNodePostprocessor | None = None,
@@ -235,7 +235,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
     ) -> DocMemoQueryEngine:
         """Wire an engine the LlamaIndex way.
 
-        The reader is ``reasoner`` if given, else an LLM reader over ``llm`` or, failing that,
+        The reader is ``reader`` if given, else an LLM reader over ``llm`` or, failing that,
         ``Settings.llm``; only with no LLM anywhere the offline reader, with a warning saying
         how to set one (and ``"reader": "offline"`` in the trace). ``images`` (True, False,
         "auto") says whether the LLM is shown page images: "auto" takes the LLM's own flag, else
@@ -279,27 +279,27 @@ class DocMemoQueryEngine(BaseQueryEngine):
             from llama_index_docmemo.encoders import default_encoder
 
             encoder = default_encoder()
-        if llm is None and reasoner is None:
+        if llm is None and reader is None:
             llm = configured_llm()
         if llm is not None:
             server_memory = memory_for(llm, server_memory)
-        if reasoner is None:
+        if reader is None:
             if llm is not None:
-                from llama_index_docmemo.reasoning.vlm import VLMReasoner
+                from llama_index_docmemo.readers.vlm import VLMReader
 
-                reasoner = VLMReasoner(
+                reader = VLMReader(
                     llm,
                     images=images,
                     server_memory=server_memory,
                     max_image_tokens=config.budget.max_image_tokens,
                     max_image_bytes=config.budget.max_image_bytes,
                 )
-                logger.info("DocMemo reader: %s", reasoner.image_choice.reason)
+                logger.info("DocMemo reader: %s", reader.image_choice.reason)
             else:
-                from llama_index_docmemo.reasoning.offline import OfflineReasoner
+                from llama_index_docmemo.readers.offline import OfflineReader
 
                 logger.warning(NO_LLM_WARNING)
-                reasoner = OfflineReasoner()
+                reader = OfflineReader()
         cache_dir = str(kwargs.get("cache_dir") or default_cache_dir())  # crops, images too
         if crop_postprocessor is None and llm is not None and config.loop.adaptive_granularity:
             from llama_index_docmemo.postprocessors.crops import CropPostprocessor
@@ -324,7 +324,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
         retriever = DocMemoRetriever.over(runner, page_filter)
         return cls(
             retriever,
-            reasoner,
+            reader,
             crop_postprocessor=crop_postprocessor,
             llm=llm,
             streaming=streaming,
@@ -342,8 +342,8 @@ class DocMemoQueryEngine(BaseQueryEngine):
 
     def _get_prompt_modules(self) -> PromptMixinType:
         modules: PromptMixinType = {}
-        if isinstance(self.reasoner, PromptMixin):
-            modules["reader"] = self.reasoner
+        if isinstance(self.reader, PromptMixin):
+            modules["reader"] = self.reader
         if isinstance(self.runner.reranker, PromptMixin):
             modules["reranker"] = self.runner.reranker
         return modules
@@ -495,7 +495,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
         """One reading of the given page nodes by the reader (no retrieval)."""
         inp = self._input_for_nodes(query_bundle.query_str, nodes)
         with counting_llm_calls() as tally:
-            feedback = self.reasoner.reason(inp)
+            feedback = self.reader.read(inp)
         return self._synthesized(inp, nodes, additional_source_nodes, feedback, tally.calls)
 
     async def asynthesize(
@@ -506,12 +506,12 @@ class DocMemoQueryEngine(BaseQueryEngine):
     ) -> RESPONSE_TYPE:
         inp = self._input_for_nodes(query_bundle.query_str, nodes)
         with counting_llm_calls() as tally:
-            feedback = await self.reasoner.areason(inp)
+            feedback = await self.reader.aread(inp)
         return self._synthesized(inp, nodes, additional_source_nodes, feedback, tally.calls)
 
     def _synthesized(
         self,
-        inp: ReasoningInput,
+        inp: ReaderInput,
         nodes: list[NodeWithScore],
         additional_source_nodes: list[NodeWithScore] | None,
         feedback: Feedback,
@@ -521,14 +521,14 @@ class DocMemoQueryEngine(BaseQueryEngine):
         feedback, _ = sanitize_feedback(
             feedback, shown, shown, self.config.loop.max_label_changes_per_round
         )
-        answer = feedback.answer or self.reasoner.synthesize(inp.question, feedback.notes, None)
+        answer = feedback.answer or self.reader.synthesize(inp.question, feedback.notes, None)
         return Response(
             response=answer,
             source_nodes=list(nodes) + list(additional_source_nodes or []),
             metadata={"docmemo": {"status": feedback.status, "llm_calls": calls}},
         )
 
-    def _input_for_nodes(self, question: str, nodes: list[NodeWithScore]) -> ReasoningInput:
+    def _input_for_nodes(self, question: str, nodes: list[NodeWithScore]) -> ReaderInput:
         question = clean_question(question, self.config)
         pages = [
             PageView(
@@ -540,7 +540,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
             if is_page(n)
         ]
         crops = [crop_view(n) for n in nodes if n.node.metadata.get("kind") not in (None, "page")]
-        return ReasoningInput(
+        return ReaderInput(
             question=question, query=question, pages=pages, crops=crops, final_round=True
         )
 

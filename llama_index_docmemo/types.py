@@ -2,7 +2,7 @@
 the store's filter tree and the reader's feedback (the caller's scope is
 :class:`~llama_index_docmemo.store.scope.PageFilter`).
 
-Kept free of I/O and model code so memories, stores, encoders and reasoners can all depend on it.
+Kept free of I/O and model code so memories, stores, encoders and readers can all depend on it.
 """
 
 from __future__ import annotations

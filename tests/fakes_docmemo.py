@@ -20,7 +20,7 @@ from llama_index.core.llms import CustomLLM, MockLLM
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 
 from llama_index_docmemo.encoders.base import PageEncoder
-from llama_index_docmemo.reasoning.base import EvidenceNote, Feedback, Reasoner, ReasoningInput
+from llama_index_docmemo.readers.base import EvidenceNote, Feedback, Reader, ReaderInput
 from llama_index_docmemo.types import (
     PageEmbedding,
     PageInput,
@@ -80,7 +80,7 @@ def one_llm_request() -> None:
     MockLLM(max_tokens=1).complete("read the pages")
 
 
-class GoldReasoner(Reasoner):
+class GoldReader(Reader):
     """Labels shown pages from a gold set; answers once every gold page was read; each reading
     makes one LLM request.
 
@@ -92,14 +92,14 @@ class GoldReasoner(Reasoner):
     def __init__(self, gold: set[PageRef], refine: str | None = None) -> None:
         self.gold = gold
         self.refine = refine
-        self.inputs: list[ReasoningInput] = []
+        self.inputs: list[ReaderInput] = []
 
-    def reason(self, inp: ReasoningInput) -> Feedback:
+    def read(self, inp: ReaderInput) -> Feedback:
         self.inputs.append(inp)
         one_llm_request()
         shown = [p.ref for p in inp.pages]
         useful = [r for r in shown if r in self.gold]
-        # per-query knowledge only comes from the input (episodic evidence), so one reasoner
+        # per-query knowledge only comes from the input (episodic evidence), so one reader
         # can serve concurrent queries, as a real one must
         done = self.gold <= {n.page for n in inp.evidence} | set(useful)
         return Feedback(

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakes_docmemo import BagOfWordsEncoder, GoldReasoner, ScriptedChatLLM
+from fakes_docmemo import BagOfWordsEncoder, GoldReader, ScriptedChatLLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from stores_docmemo import StoreCalls, StoreMaker, add_document, word_embeddings
@@ -28,7 +28,7 @@ from llama_index_docmemo.llms.images import sizing_for
 from llama_index_docmemo.memory.schema import DocumentSchema, Section
 from llama_index_docmemo.postprocessors.rerank import LLMReranker
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
-from llama_index_docmemo.reasoning.base import Feedback, ReasoningInput
+from llama_index_docmemo.readers.base import Feedback, ReaderInput
 from llama_index_docmemo.store import PageStore
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.types import PageRecord, PageRef
@@ -128,29 +128,29 @@ class TableCrops(BaseNodePostprocessor):
         return list(nodes) + crops
 
 
-class Unanswerable(GoldReasoner):
+class Unanswerable(GoldReader):
     """Says "not in the documents" every round."""
 
-    def reason(self, inp: ReasoningInput) -> Feedback:
-        feedback = super().reason(inp)
+    def read(self, inp: ReaderInput) -> Feedback:
+        feedback = super().read(inp)
         return feedback.model_copy(update={"status": "unanswerable", "answer": None})
 
 
-class Guesser(GoldReasoner):
+class Guesser(GoldReader):
     """Says "answered" every round without labelling any page useful."""
 
-    def reason(self, inp: ReasoningInput) -> Feedback:
-        feedback = super().reason(inp)
+    def read(self, inp: ReaderInput) -> Feedback:
+        feedback = super().read(inp)
         return feedback.model_copy(
             update={"status": "answered", "answer": "a guess", "useful_pages": []}
         )
 
 
-class Citer(GoldReasoner):
+class Citer(GoldReader):
     """Answers with the figure of p11 once it is shown (a citation the pages verify)."""
 
-    def reason(self, inp: ReasoningInput) -> Feedback:
-        feedback = super().reason(inp)
+    def read(self, inp: ReaderInput) -> Feedback:
+        feedback = super().read(inp)
         p11 = PageRef(DOC, 11)
         if p11 not in [p.ref for p in inp.pages]:
             return feedback
@@ -170,7 +170,7 @@ def _without_timings(value: Any) -> Any:
     return value
 
 
-def _shown(inputs: Sequence[ReasoningInput]) -> list[tuple[Any, ...]]:
+def _shown(inputs: Sequence[ReaderInput]) -> list[tuple[Any, ...]]:
     return [
         (
             i.round,
@@ -211,12 +211,12 @@ def observe(
     if scenario == "ocr" and find_tessdata() is None:
         pytest.skip("Tesseract language data is not installed (the OCR word boxes need it)")
     store = stores(scenario)
-    reader = READERS.get(scenario, GoldReasoner)(GOLD, refine="revenue recognition")
+    reader = READERS.get(scenario, GoldReader)(GOLD, refine="revenue recognition")
     config = DocMemoConfig(**{"rounds": 3, "pages_per_round": 3, **settings})
     engine = DocMemoQueryEngine.from_defaults(
         store=store,
         encoder=BagOfWordsEncoder(),
-        reasoner=reader,
+        reader=reader,
         llm=ScriptedChatLLM() if scenario == "llm" else None,
         config=config,
         page_filter=PageFilter() if scenario == "corpus" else PageFilter(doc_ids=(DOC,)),

@@ -10,7 +10,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from fakes_docmemo import BagOfWordsEncoder, GoldReasoner
+from fakes_docmemo import BagOfWordsEncoder, GoldReader
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from stores_docmemo import StoreMaker
@@ -51,7 +51,7 @@ def engine(store: PageStore) -> DocMemoQueryEngine:
     return DocMemoQueryEngine.from_defaults(
         store=store,
         encoder=BagOfWordsEncoder(),
-        reasoner=GoldReasoner({PageRef(DOC, 3)}),
+        reader=GoldReader({PageRef(DOC, 3)}),
         crop_postprocessor=SlowLayout(),
         config=DocMemoConfig(max_seconds=LIMIT, adaptive_granularity=True),
         page_filter=PageFilter(doc_ids=(DOC,)),

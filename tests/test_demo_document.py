@@ -9,8 +9,8 @@ import pymupdf
 import pytest
 
 from llama_index_docmemo.demo.document import DEMO_QUESTIONS, write_demo_pdf
-from llama_index_docmemo.reasoning.base import PageView, ReasoningInput
-from llama_index_docmemo.reasoning.offline import OfflineReasoner
+from llama_index_docmemo.readers.base import PageView, ReaderInput
+from llama_index_docmemo.readers.offline import OfflineReader
 from llama_index_docmemo.types import PageRef
 
 
@@ -81,10 +81,10 @@ def test_distractor_pages_share_the_questions_words(texts: list[str]) -> None:
 
 
 @pytest.mark.parametrize("question", DEMO_QUESTIONS, ids=lambda q: q.question[:30])
-def test_offline_reasoner_answers_from_the_evidence_pages(question, texts: list[str]) -> None:
+def test_offline_reader_answers_from_the_evidence_pages(question, texts: list[str]) -> None:
     pages = [PageView(PageRef("demo", n), texts[n - 1]) for n in question.evidence_pages]
-    fb = OfflineReasoner().reason(
-        ReasoningInput(question.question, question.question, pages, pages_in_scope=len(texts))
+    fb = OfflineReader().read(
+        ReaderInput(question.question, question.question, pages, pages_in_scope=len(texts))
     )
     assert fb.status == "answered"
     assert fb.answer is not None
@@ -95,8 +95,8 @@ def test_offline_reasoner_answers_from_the_evidence_pages(question, texts: list[
 def test_cross_page_question_needs_both_pages(texts: list[str]) -> None:
     question = DEMO_QUESTIONS[0].question
     for n in (6, 19):
-        fb = OfflineReasoner().reason(
-            ReasoningInput(question, question, [PageView(PageRef("demo", n), texts[n - 1])])
+        fb = OfflineReader().read(
+            ReaderInput(question, question, [PageView(PageRef("demo", n), texts[n - 1])])
         )
         assert fb.status == "need_more"
         assert fb.useful_pages == [PageRef("demo", n)]

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from fakes_docmemo import BagOfWordsEncoder, GoldReasoner
+from fakes_docmemo import BagOfWordsEncoder, GoldReader
 from stores_docmemo import StoreCalls, StoreMaker, add_document
 
 from llama_index_docmemo.config import DocMemoConfig
@@ -70,7 +70,7 @@ def _run(
     engine = DocMemoQueryEngine.from_defaults(
         store=store,
         encoder=BagOfWordsEncoder(),
-        reasoner=GoldReasoner(gold),
+        reader=GoldReader(gold),
         config=config,
         evidence_images=False,
     )
@@ -163,7 +163,7 @@ async def test_the_async_loop_weighs_documents_as_the_sync_one(stores) -> None:
     engine = DocMemoQueryEngine.from_defaults(
         store=stores(),
         encoder=BagOfWordsEncoder(),
-        reasoner=GoldReasoner(GOLD),
+        reader=GoldReader(GOLD),
         config=config,
         evidence_images=False,
     )

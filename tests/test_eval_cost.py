@@ -93,7 +93,7 @@ def test_report_has_cost_at_the_stop_and_on_the_curve(tmp_path: Path) -> None:
     report = write_report(
         tmp_path,
         dataset="tiny",
-        reasoner="simulated",
+        reader="simulated",
         items=ITEMS,
         runs=RUNS,
         settings=SETTINGS,

@@ -143,7 +143,7 @@ def test_write_report_adds_the_section_only_when_given(
     report = write_report(
         tmp_path,
         dataset="d",
-        reasoner="simulated",
+        reader="simulated",
         items=[q],
         runs=runs,
         settings={"k": 5, "rounds": 1},

@@ -93,7 +93,7 @@ def test_reader_rates_are_measured_against_gold() -> None:
 
 def test_report_json_has_the_issue_shape(tmp_path: Path) -> None:
     report = write_report(
-        tmp_path, dataset="tiny", reasoner="offline", items=ITEMS, runs=RUNS, settings=SETTINGS
+        tmp_path, dataset="tiny", reader="offline", items=ITEMS, runs=RUNS, settings=SETTINGS
     )
     assert json.loads((tmp_path / "report.json").read_text()) == report
     assert report["split"] == "report" and report["seeds"] == [0, 1]
@@ -115,7 +115,7 @@ def test_report_json_has_the_issue_shape(tmp_path: Path) -> None:
 def test_simulated_and_oracle_reports_are_labelled(tmp_path: Path) -> None:
     settings = {**SETTINGS, "stop": {"mode": "oracle"}}
     report = write_report(
-        tmp_path, dataset="tiny", reasoner="simulated", items=ITEMS, runs=RUNS, settings=settings
+        tmp_path, dataset="tiny", reader="simulated", items=ITEMS, runs=RUNS, settings=settings
     )
     assert all(e["accuracy"] is None for e in report["engines"].values())
     assert report["stop"]["label"] == "upper bound (oracle stop)"
@@ -135,7 +135,7 @@ def test_curves_plot_draws_each_engine_with_its_intervals(
     from llama_index_docmemo.evaluation.plots import curves_figure, write_plots
 
     report = write_report(
-        tmp_path, dataset="tiny", reasoner="simulated", items=ITEMS, runs=RUNS, settings=SETTINGS
+        tmp_path, dataset="tiny", reader="simulated", items=ITEMS, runs=RUNS, settings=SETTINGS
     )
     fig = curves_figure(report)
     for ax, key in zip(fig.axes[:2], ("all_hit", "recall"), strict=True):

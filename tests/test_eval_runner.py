@@ -16,7 +16,7 @@ from llama_index_docmemo.evaluation.baselines import build_engines, check_engine
 from llama_index_docmemo.evaluation.configs import EngineConfigs
 from llama_index_docmemo.evaluation.datasets import load_dataset
 from llama_index_docmemo.evaluation.runner import RESULTS, check_settings, load_runs, run_evaluation
-from llama_index_docmemo.evaluation.simulated import SimulatedReasoner
+from llama_index_docmemo.evaluation.simulated import SimulatedReader
 from llama_index_docmemo.evaluation.stopping import StopRule
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
 from llama_index_docmemo.store import PageStore
@@ -68,9 +68,9 @@ def setup(tmp_path: Path, store: PageStore):
     (root / "qa.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
     encoder = BagOfWordsEncoder()
 
-    def make(config: DocMemoConfig, reasoner):
+    def make(config: DocMemoConfig, reader):
         return DocMemoQueryEngine.from_defaults(
-            store=store, encoder=encoder, reasoner=reasoner, config=config, evidence_images=False
+            store=store, encoder=encoder, reader=reader, config=config, evidence_images=False
         )
 
     engines = build_engines(
@@ -89,7 +89,7 @@ def test_fixed_budget_and_resume(setup, tmp_path: Path) -> None:
     assert list(engines) == ["docmemo", "static-paged", "neighbours", "static@5", "greedy"]
     out = tmp_path / "out"
     runs = run_evaluation(
-        dataset, engines, lambda: SimulatedReasoner(fn=0.0, fp=0.0), out, progress=False
+        dataset, engines, lambda: SimulatedReader(fn=0.0, fp=0.0), out, progress=False
     )
     for name in ("docmemo", "static-paged", "neighbours", "greedy"):
         for run in runs[name]:
@@ -108,7 +108,7 @@ def test_fixed_budget_and_resume(setup, tmp_path: Path) -> None:
     assert len(lines) == 15
     traces = [json.loads(line) for line in (out / "traces.jsonl").read_text().splitlines()]
     assert {t["engine"] for t in traces} == {"docmemo", "greedy"}
-    again = run_evaluation(dataset, engines, lambda: SimulatedReasoner(), out, progress=False)
+    again = run_evaluation(dataset, engines, lambda: SimulatedReader(), out, progress=False)
     assert (out / RESULTS).read_text().splitlines() == lines  # nothing re-run
     assert {n: len(v) for n, v in again.items()} == {n: 3 for n in engines}
     assert load_runs(out / RESULTS)[0].reads == runs["docmemo"][0].reads
@@ -120,7 +120,7 @@ def test_oracle_stop_ends_when_gold_is_recognised(setup, tmp_path: Path) -> None
     runs = run_evaluation(
         dataset,
         {n: engines[n] for n in ("docmemo", "static-paged", "neighbours")},
-        lambda: SimulatedReasoner(fn=0.0, fp=0.0),
+        lambda: SimulatedReader(fn=0.0, fp=0.0),
         tmp_path / "o",
         stop=StopRule("oracle"),
         progress=False,
@@ -135,8 +135,8 @@ def test_errors_are_reported_and_skipped(setup, tmp_path: Path) -> None:
     dataset, engines = setup
     failures: list[str] = []
 
-    class Broken(SimulatedReasoner):
-        def reason(self, inp):
+    class Broken(SimulatedReader):
+        def read(self, inp):
             raise RuntimeError("boom")
 
     run_evaluation(

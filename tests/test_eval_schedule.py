@@ -16,7 +16,7 @@ from llama_index_docmemo.evaluation.baselines import build_engines
 from llama_index_docmemo.evaluation.configs import EngineConfigs
 from llama_index_docmemo.evaluation.datasets import EvalDataset, load_dataset
 from llama_index_docmemo.evaluation.runner import run_evaluation
-from llama_index_docmemo.evaluation.simulated import SimulatedReasoner
+from llama_index_docmemo.evaluation.simulated import SimulatedReader
 from llama_index_docmemo.evaluation.stopping import StopRule
 from llama_index_docmemo.loop.state import gives_up, trusts_answer
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
@@ -104,9 +104,9 @@ def store(store_maker: StoreMaker) -> Iterator[PageStore]:
 def _engines(store: PageStore, overrides: dict[str, object]):
     encoder = BagOfWordsEncoder()
 
-    def make(config: DocMemoConfig, reasoner):
+    def make(config: DocMemoConfig, reader):
         return DocMemoQueryEngine.from_defaults(
-            store=store, encoder=encoder, reasoner=reasoner, config=config, evidence_images=False
+            store=store, encoder=encoder, reader=reader, config=config, evidence_images=False
         )
 
     return build_engines(
@@ -124,7 +124,7 @@ def test_baselines_read_docmemos_round_sizes(
 ) -> None:
     engines = _engines(store, {"candidates": 10, "pages_schedule": (3, 1), "rounds": 4})
     runs = run_evaluation(
-        dataset, engines, lambda: SimulatedReasoner(fn=0.0, fp=0.0), tmp_path, progress=False
+        dataset, engines, lambda: SimulatedReader(fn=0.0, fp=0.0), tmp_path, progress=False
     )
     for name in ROUND_BASED:
         for run in runs[name]:
@@ -142,7 +142,7 @@ def test_an_unevidenced_answer_ends_no_engine_early(
     runs = run_evaluation(
         dataset,
         {name: engines[name] for name in ROUND_BASED},
-        lambda: SimulatedReasoner(fn=1.0, fp=0.0),
+        lambda: SimulatedReader(fn=1.0, fp=0.0),
         tmp_path,
         stop=StopRule("noisy", p_early=1.0, p_miss=0.0),
         progress=False,
@@ -170,9 +170,9 @@ def test_round_one_fusion_reaches_every_baseline(
     store, encoder = open_store(), BagOfWordsEncoder()
     add_document(store, "r.pdf", pages)
 
-    def make(config: DocMemoConfig, reasoner):
+    def make(config: DocMemoConfig, reader):
         return DocMemoQueryEngine.from_defaults(
-            store=store, encoder=encoder, reasoner=reasoner, config=config, evidence_images=False
+            store=store, encoder=encoder, reader=reader, config=config, evidence_images=False
         )
 
     engines = build_engines(
@@ -184,7 +184,7 @@ def test_round_one_fusion_reaches_every_baseline(
         encoder=encoder,
     )
     runs = run_evaluation(
-        load_dataset(root), engines, lambda: SimulatedReasoner(fn=0.0), tmp_path, progress=False
+        load_dataset(root), engines, lambda: SimulatedReader(fn=0.0), tmp_path, progress=False
     )
     firsts = {name: set(runs[name][0].reads[0]) for name in engines}
     assert len({frozenset(f) for f in firsts.values()}) == 1, firsts
@@ -202,7 +202,7 @@ def test_every_round_based_engine_gives_up_by_the_same_rule(
     runs = run_evaluation(
         dataset,
         {name: engines[name] for name in ROUND_BASED},
-        lambda: SimulatedReasoner(fn=fn, fp=0.0),
+        lambda: SimulatedReader(fn=fn, fp=0.0),
         tmp_path,
         stop=StopRule("noisy", p_early=0.0, p_miss=1.0),
         progress=False,

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from llama_index_docmemo.evaluation.simulated import SimulatedReasoner
+from llama_index_docmemo.evaluation.simulated import SimulatedReader
 from llama_index_docmemo.evaluation.stopping import ORACLE_LABEL, StopControl, StopRule, stop_label
-from llama_index_docmemo.reasoning.base import Feedback, PageView, Reasoner, ReasoningInput
+from llama_index_docmemo.readers.base import Feedback, PageView, Reader, ReaderInput
 from llama_index_docmemo.types import PageRef
 
 GOLD = [PageRef("d.pdf", 2)]
 
 
-def shown(*pages: int, round_: int = 1, final: bool = False) -> ReasoningInput:
-    return ReasoningInput(
+def shown(*pages: int, round_: int = 1, final: bool = False) -> ReaderInput:
+    return ReaderInput(
         question="q",
         query="q",
         pages=[PageView(ref=PageRef("d.pdf", p), text="") for p in pages],
@@ -23,7 +23,7 @@ def shown(*pages: int, round_: int = 1, final: bool = False) -> ReasoningInput:
 
 
 def control(rule: StopRule) -> StopControl:
-    ctl = StopControl(SimulatedReasoner(fn=0.0, fp=0.0), rule)
+    ctl = StopControl(SimulatedReader(fn=0.0, fp=0.0), rule)
     ctl.inner.set_question(GOLD, key="q1")
     ctl.set_question(GOLD, key="q1")
     return ctl
@@ -31,19 +31,19 @@ def control(rule: StopRule) -> StopControl:
 
 def test_never_reads_on_after_the_gold_page_and_keeps_labels() -> None:
     ctl = control(StopRule("never"))
-    feedback = ctl.reason(shown(1, 2))
+    feedback = ctl.read(shown(1, 2))
     assert feedback.status == "need_more" and feedback.answer is None
     assert feedback.useful_pages == [PageRef("d.pdf", 2)]
     assert ctl.useful == {PageRef("d.pdf", 2)}
     assert ctl.judged == {PageRef("d.pdf", 1), PageRef("d.pdf", 2)}
-    last = ctl.reason(shown(3, round_=2, final=True))
+    last = ctl.read(shown(3, round_=2, final=True))
     assert last.status == "answered"  # the final round keeps the reader's own answer
 
 
 def test_oracle_stops_exactly_when_gold_is_recognised() -> None:
     ctl = control(StopRule("oracle"))
-    assert ctl.reason(shown(1)).status == "need_more"
-    assert ctl.reason(shown(2, round_=2)).status == "answered"
+    assert ctl.read(shown(1)).status == "need_more"
+    assert ctl.read(shown(2, round_=2)).status == "answered"
     assert stop_label("oracle") == ORACLE_LABEL == "upper bound (oracle stop)"
 
 
@@ -67,16 +67,16 @@ def test_noisy_rates_match_the_stated_probabilities() -> None:
 
 
 def test_never_turns_an_early_unanswerable_into_need_more() -> None:
-    class Gives(Reasoner):
-        def reason(self, inp: ReasoningInput) -> Feedback:
+    class Gives(Reader):
+        def read(self, inp: ReaderInput) -> Feedback:
             return Feedback(status="unanswerable", answer="Not answerable")
 
     ctl = StopControl(Gives(), StopRule("never"))
     ctl.set_question(GOLD, key="q")
-    assert ctl.reason(shown(1)).status == "need_more"
-    assert ctl.reason(shown(3, round_=3, final=True)).status == "unanswerable"
+    assert ctl.read(shown(1)).status == "need_more"
+    assert ctl.read(shown(3, round_=3, final=True)).status == "unanswerable"
     own = StopControl(Gives(), StopRule("reader"))
-    assert own.reason(shown(1)).status == "unanswerable"
+    assert own.read(shown(1)).status == "unanswerable"
 
 
 def test_rule_is_validated() -> None:

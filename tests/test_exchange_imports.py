@@ -1,5 +1,5 @@
 """The exchange (prompt -> request -> parsed reply) is one neutral module, ``llms/exchange.py``,
-used by the reader (``reasoning/``) and the indexer's page summaries (``ingest/``): neither
+used by the reader (``readers/``) and the indexer's page summaries (``ingest/``): neither
 folder imports the other (their subfolders included), and no module of ``llms/`` imports either.
 
 Every import counts, the ones inside functions and under ``TYPE_CHECKING`` too.
@@ -30,9 +30,9 @@ def imported(path: Path) -> set[str]:
 @pytest.mark.parametrize(
     ("files", "forbidden"),
     [
-        ("ingest/**/*.py", ("reasoning",)),
-        ("reasoning/**/*.py", ("ingest",)),
-        ("llms/**/*.py", ("reasoning", "ingest")),
+        ("ingest/**/*.py", ("readers",)),
+        ("readers/**/*.py", ("ingest",)),
+        ("llms/**/*.py", ("readers", "ingest")),
     ],
 )
 def test_no_import_between_the_reader_and_ingest(files: str, forbidden: tuple[str, ...]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from fakes_docmemo import BagOfWordsEncoder, GoldReasoner
+from fakes_docmemo import BagOfWordsEncoder, GoldReader
 from stores_docmemo import StoreCalls, StoreMaker, add_document
 
 from llama_index_docmemo.config import DocMemoConfig
@@ -51,7 +51,7 @@ def engine_for(store, gold, **cfg) -> DocMemoQueryEngine:
     return DocMemoQueryEngine.from_defaults(
         store=store,
         encoder=BagOfWordsEncoder(),
-        reasoner=GoldReasoner(set(gold)),
+        reader=GoldReader(set(gold)),
         config=config,
         page_filter=PageFilter(doc_ids=(DOC,)),
         evidence_images=False,

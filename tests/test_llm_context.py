@@ -19,8 +19,8 @@ from llama_index_docmemo.llms.context import (
     parse_overflow,
 )
 from llama_index_docmemo.llms.exchange import to_messages
-from llama_index_docmemo.reasoning.base import PageView, ReasoningInput
-from llama_index_docmemo.reasoning.prompts import READER_SYSTEM, reading_prompt
+from llama_index_docmemo.readers.base import PageView, ReaderInput
+from llama_index_docmemo.readers.prompts import READER_SYSTEM, reading_prompt
 from llama_index_docmemo.types import PageRef
 
 
@@ -95,7 +95,7 @@ def test_images_that_cannot_fit_are_left_out_last_first_and_text_is_kept() -> No
 
 def test_the_reader_prompt_fences_every_page_text() -> None:
     pages = [PageView(ref=PageRef("d.pdf", n), text=f"text of page {n} " * 300) for n in (1, 2, 3)]
-    inp = ReasoningInput(question="q?", query="q", pages=pages)
+    inp = ReaderInput(question="q?", query="q", pages=pages)
     msgs = to_messages(READER_SYSTEM, reading_prompt(inp, set(), set(), page_chars=6000), {})
     budget = ContextBudget(window=2048, reply_tokens=256)
     out = fit_messages(msgs, budget)

@@ -3,12 +3,12 @@ never mixes two versions of a document into what it reads or returns (on both re
 
 from __future__ import annotations
 
-from fakes_docmemo import BagOfWordsEncoder, GoldReasoner
+from fakes_docmemo import BagOfWordsEncoder, GoldReader
 from stores_docmemo import add_document
 
 from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
-from llama_index_docmemo.reasoning.base import Feedback, ReasoningInput
+from llama_index_docmemo.readers.base import Feedback, ReaderInput
 from llama_index_docmemo.store import PageStore
 from llama_index_docmemo.types import PageRef
 
@@ -26,8 +26,8 @@ def pages(version: str) -> list[str]:
     return texts
 
 
-class ReindexingReader(GoldReasoner):
-    """Reads like :class:`GoldReasoner` (page 3 useful; never answers: page 99 does not exist);
+class ReindexingReader(GoldReader):
+    """Reads like :class:`GoldReader` (page 3 useful; never answers: page 99 does not exist);
     after its first reading the document is indexed again with new content, as a concurrent
     ingest does."""
 
@@ -35,10 +35,10 @@ class ReindexingReader(GoldReasoner):
         super().__init__({PageRef(DOC, 3), PageRef(DOC, 99)}, refine="segment margin 2023 percent")
         self.store = store
 
-    def reason(self, inp: ReasoningInput) -> Feedback:
+    def read(self, inp: ReaderInput) -> Feedback:
         if not self.inputs:
             add_document(self.store, DOC, pages("v2"), version="v2")
-        return super().reason(inp)
+        return super().read(inp)
 
 
 def test_a_reindex_between_rounds_never_mixes_versions(open_store) -> None:
@@ -48,7 +48,7 @@ def test_a_reindex_between_rounds_never_mixes_versions(open_store) -> None:
     engine = DocMemoQueryEngine.from_defaults(
         store=store,
         encoder=BagOfWordsEncoder(),
-        reasoner=reader,
+        reader=reader,
         config=DocMemoConfig(rounds=3, pages_per_round=2, candidates=12),
         evidence_images=False,
     )

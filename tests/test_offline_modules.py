@@ -6,9 +6,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llama_index_docmemo.reasoning.base import PageView, ReasoningInput
-from llama_index_docmemo.reasoning.offline import OfflineReasoner
-from llama_index_docmemo.reasoning.offline.passages import (
+from llama_index_docmemo.readers.base import PageView, ReaderInput
+from llama_index_docmemo.readers.offline import OfflineReader
+from llama_index_docmemo.readers.offline.passages import (
     Unit,
     best_passages,
     evaluate,
@@ -18,8 +18,8 @@ from llama_index_docmemo.reasoning.offline.passages import (
     table_rows,
     unit_score,
 )
-from llama_index_docmemo.reasoning.offline.question import analyse, answer_type
-from llama_index_docmemo.reasoning.offline.reasoner import (
+from llama_index_docmemo.readers.offline.question import analyse, answer_type
+from llama_index_docmemo.readers.offline.reader import (
     column_value,
     difference,
     explored,
@@ -77,7 +77,7 @@ def test_answer_types_and_comparisons() -> None:
 def test_no_exact_answer_for_a_value_computed_from_others() -> None:
     page = PageView(REF, "In 2024, 42% of Nordic men aged 65+ used the internet and 30% broadband.")
     question = "What is the percentage gap between Nordic men using internet and broadband in 2024?"
-    fb = OfflineReasoner().reason(ReasoningInput(question, question, [page], final_round=True))
+    fb = OfflineReader().read(ReaderInput(question, question, [page], final_round=True))
     assert fb.status == "need_more" and fb.answer is not None and "42%" in fb.answer  # quoted
 
 
@@ -189,8 +189,8 @@ def test_passages_are_the_best_matching_units_once_each_with_pages() -> None:
 def test_strong_evidence_needs_an_explored_document_no_evidence_and_absent_anchors() -> None:
     q = analyse("What did the Oulu office spend in 2019?")
     seen = frozenset(keys("The Tampere plant opened in 2024. Spending rose."))
-    final = ReasoningInput("q", "q", [], final_round=True)
-    early = ReasoningInput("q", "q", [], pages_read_total=3, pages_in_scope=30)
+    final = ReaderInput("q", "q", [], final_round=True)
+    early = ReaderInput("q", "q", [], pages_read_total=3, pages_in_scope=30)
     assert explored(final) and not explored(early)
     assert strongly_unanswerable(q, final, seen, False, 1.0)
     assert not strongly_unanswerable(q, early, seen, False, 1.0)
@@ -221,7 +221,7 @@ def test_never_unanswerable_when_the_question_s_anchors_are_on_a_page_read(
     question = f"What was the dividend of the {name} subsidiary in {year}?"
     body = " ".join([*filler[: len(filler) // 2], name, year, *filler[len(filler) // 2 :]])
     pages = [PageView(PageRef("d", 1), body), PageView(PageRef("d", 2), " ".join(filler))]
-    inp = ReasoningInput(
+    inp = ReaderInput(
         question, question, pages, final_round=final, pages_read_total=29, pages_in_scope=30
     )
-    assert OfflineReasoner().reason(inp).status != "unanswerable"
+    assert OfflineReader().read(inp).status != "unanswerable"

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Iterator
 
 import pytest
-from fakes_docmemo import BagOfWordsEncoder, GoldReasoner, one_llm_request
+from fakes_docmemo import BagOfWordsEncoder, GoldReader, one_llm_request
 from llama_index.core.base.response.schema import Response
 from llama_index.core.instrumentation import get_dispatcher
 from llama_index.core.instrumentation.event_handlers import BaseEventHandler
@@ -18,7 +18,7 @@ from llama_index_docmemo.events import DocMemoRoundEndEvent, DocMemoRoundStartEv
 from llama_index_docmemo.loop.query import QueryIO, answer, rounds
 from llama_index_docmemo.loop.state import start
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
-from llama_index_docmemo.reasoning.base import Feedback, Reasoner, ReasoningInput
+from llama_index_docmemo.readers.base import Feedback, Reader, ReaderInput
 from llama_index_docmemo.step_runtime import run
 from llama_index_docmemo.store import PageStore
 from llama_index_docmemo.store.scope import PageFilter
@@ -55,12 +55,12 @@ def store(store_maker: StoreMaker, backend: str) -> Iterator[PageStore]:
     shared.close()
 
 
-def engine_for(store, reasoner, **cfg) -> DocMemoQueryEngine:
+def engine_for(store, reader, **cfg) -> DocMemoQueryEngine:
     config = DocMemoConfig(**{"pages_per_round": 5, "candidates": 30, **cfg})
     return DocMemoQueryEngine.from_defaults(
         store=store,
         encoder=BagOfWordsEncoder(),
-        reasoner=reasoner,
+        reader=reader,
         config=config,
         page_filter=PageFilter(doc_ids=("report.pdf",)),
         evidence_images=False,
@@ -68,13 +68,11 @@ def engine_for(store, reasoner, **cfg) -> DocMemoQueryEngine:
 
 
 def test_loop_recovers_evidence_a_static_retrieval_misses(store) -> None:
-    static = engine_for(store, GoldReasoner(GOLD, refine="segment margin"), static=True).run(
-        QUESTION
-    )
+    static = engine_for(store, GoldReader(GOLD, refine="segment margin"), static=True).run(QUESTION)
     read_static = {PageRef(p.doc_id, p.page) for p in static.trace.pages_read}
     assert not GOLD <= read_static and static.trace.stop_reason == "static"
 
-    result = engine_for(store, GoldReasoner(GOLD, refine="segment margin")).run(QUESTION)
+    result = engine_for(store, GoldReader(GOLD, refine="segment margin")).run(QUESTION)
     read = {PageRef(p.doc_id, p.page) for p in result.trace.pages_read}
     assert GOLD <= read
     assert result.status == "answered" and result.answer == UNVERIFIED_42
@@ -87,7 +85,7 @@ def test_loop_recovers_evidence_a_static_retrieval_misses(store) -> None:
 
 
 def test_irrelevant_labels_lower_beliefs_and_pages_are_not_reread(store) -> None:
-    result = engine_for(store, GoldReasoner(GOLD, refine=None), rounds=3).run(QUESTION)
+    result = engine_for(store, GoldReader(GOLD, refine=None), rounds=3).run(QUESTION)
     pages = [(p.doc_id, p.page) for p in result.trace.pages_read]
     assert len(pages) == len(set(pages))
     labelled = {"useful": 0, "irrelevant": 0}
@@ -106,7 +104,7 @@ def test_irrelevant_labels_lower_beliefs_and_pages_are_not_reread(store) -> None
 
 
 def test_response_metadata_is_a_valid_trace(store) -> None:
-    engine = engine_for(store, GoldReasoner(GOLD, refine="segment margin"))
+    engine = engine_for(store, GoldReader(GOLD, refine="segment margin"))
     response = engine.query(QUESTION)
     assert isinstance(response, Response) and response.response == UNVERIFIED_42
     trace = QueryTrace.model_validate(response.metadata["docmemo"])
@@ -115,15 +113,15 @@ def test_response_metadata_is_a_valid_trace(store) -> None:
 
 
 def test_filters_scope_every_round(store) -> None:
-    result = engine_for(store, GoldReasoner(GOLD, refine="revenue growth")).run(QUESTION)
+    result = engine_for(store, GoldReader(GOLD, refine="revenue growth")).run(QUESTION)
     assert all(p.doc_id == "report.pdf" for p in result.trace.pages_read)
     for rnd in result.trace.rounds:
         assert all(c.doc_id == "report.pdf" for c in rnd.candidates)
 
 
 def test_concurrent_queries_never_share_state(store) -> None:
-    engine = engine_for(store, GoldReasoner(GOLD, refine="segment margin"))
-    engine_b = engine_for(store, GoldReasoner({PageRef("report.pdf", 4)}))
+    engine = engine_for(store, GoldReader(GOLD, refine="segment margin"))
+    engine_b = engine_for(store, GoldReader({PageRef("report.pdf", 4)}))
 
     async def both():
         return await asyncio.gather(
@@ -131,7 +129,7 @@ def test_concurrent_queries_never_share_state(store) -> None:
         )
 
     a1, b, a2 = asyncio.run(both())
-    sequential = engine_for(store, GoldReasoner(GOLD, refine="segment margin")).run(QUESTION)
+    sequential = engine_for(store, GoldReader(GOLD, refine="segment margin")).run(QUESTION)
     assert [p.model_dump() for p in a1.trace.pages_read] == [
         p.model_dump() for p in sequential.trace.pages_read
     ]
@@ -140,13 +138,13 @@ def test_concurrent_queries_never_share_state(store) -> None:
     assert len(a2.trace.rounds) == 2
 
 
-class Unsure(Reasoner):
+class Unsure(Reader):
     name = "unsure"
 
     def __init__(self, status: str) -> None:
         self.status = status
 
-    def reason(self, inp: ReasoningInput) -> Feedback:
+    def read(self, inp: ReaderInput) -> Feedback:
         one_llm_request()
         return Feedback(status=self.status, irrelevant_pages=[p.ref for p in inp.pages])
 
@@ -166,9 +164,9 @@ def test_deadline_stops_between_steps(store, monkeypatch) -> None:
     monkeypatch.setattr(clock_module, "_clock", lambda: now[0])
 
     class Slow(Unsure):
-        def reason(self, inp: ReasoningInput) -> Feedback:
+        def read(self, inp: ReaderInput) -> Feedback:
             now[0] += 6.0  # each reading takes 6 s on the fake clock
-            return super().reason(inp)
+            return super().read(inp)
 
     result = engine_for(store, Slow("need_more"), max_seconds=10, rounds=5).run(QUESTION)
     assert result.trace.stop_reason == "deadline"
@@ -191,21 +189,21 @@ def test_llm_requests_share_the_query_deadline(store, monkeypatch) -> None:
     caps: list[float] = []
 
     class CutShort(Unsure):
-        def reason(self, inp: ReasoningInput) -> Feedback:
+        def read(self, inp: ReaderInput) -> Feedback:
             at = deadline_at(None)
             assert at is not None
             caps.append(at - time.monotonic())
             now[0] += 6.0
             if now[0] >= 10.0:  # the server was still talking when the query's time ran out
                 raise LLMError("LLM endpoint http://127.0.0.1:1 did not answer within the deadline")
-            return super().reason(inp)
+            return super().read(inp)
 
     result = engine_for(store, CutShort("need_more"), max_seconds=10, rounds=5).run(QUESTION)
     assert result.trace.stop_reason == "deadline" and len(result.trace.rounds) == 2
     assert 9.0 < caps[0] <= 10.0 and 3.0 < caps[1] <= 4.0
 
     class Down(Unsure):
-        def reason(self, inp: ReasoningInput) -> Feedback:
+        def read(self, inp: ReaderInput) -> Feedback:
             raise LLMError("LLM endpoint http://127.0.0.1:1 refused the connection")
 
     with pytest.raises(LLMError, match="refused"):
@@ -239,7 +237,7 @@ def test_per_query_state_holds_only_what_the_query_touched(open_store) -> None:
     # a store returns pages matching nothing too: searches 10 deep reach a few documents
     engine = engine_for(
         store,
-        GoldReasoner(GOLD, refine="segment margin"),
+        GoldReader(GOLD, refine="segment margin"),
         candidates=10,
         document_search_pages=10,
     )
@@ -268,7 +266,7 @@ def test_unanswerable_is_accepted_once_the_whole_scope_was_read(store) -> None:
     small = DocMemoQueryEngine.from_defaults(
         store=store,
         encoder=BagOfWordsEncoder(),
-        reasoner=Unsure("unanswerable"),
+        reader=Unsure("unanswerable"),
         config=DocMemoConfig(pages_per_round=5),
         page_filter=PageFilter(doc_ids=("other.pdf",), tenant="other"),
         evidence_images=False,
@@ -308,7 +306,7 @@ def test_round_events_are_dispatched(store) -> None:
     root = get_dispatcher()
     root.add_event_handler(handler)
     try:
-        engine_for(store, GoldReasoner(GOLD, refine="segment margin")).query(QUESTION)
+        engine_for(store, GoldReader(GOLD, refine="segment margin")).query(QUESTION)
     finally:
         root.event_handlers.remove(handler)
     assert [type(e).__name__ for e in seen] == [
@@ -318,7 +316,7 @@ def test_round_events_are_dispatched(store) -> None:
 
 
 def test_retrieve_and_synthesize_slot_under_routers(store) -> None:
-    engine = engine_for(store, GoldReasoner(GOLD, refine="segment margin"))
+    engine = engine_for(store, GoldReader(GOLD, refine="segment margin"))
     nodes = engine.retrieve(QueryBundle(QUESTION))
     assert {n.node.metadata["page"] for n in nodes} == {37, 91}
     response = engine.synthesize(QueryBundle(QUESTION), nodes)
@@ -326,7 +324,7 @@ def test_retrieve_and_synthesize_slot_under_routers(store) -> None:
 
 
 def test_retriever_alone_returns_round_one_pages(store) -> None:
-    engine = engine_for(store, GoldReasoner(GOLD))
+    engine = engine_for(store, GoldReader(GOLD))
     nodes = engine.retriever.retrieve(QUESTION)
     assert [n.node.metadata["page"] for n in nodes] == [4, 8, 12, 16, 20]
 
@@ -339,7 +337,7 @@ def test_streaming_streams_the_final_answer_from_the_llm(store) -> None:
         store=store,
         encoder=BagOfWordsEncoder(),
         llm=MockLLM(max_tokens=8),
-        reasoner=GoldReasoner(GOLD, refine="segment margin"),
+        reader=GoldReader(GOLD, refine="segment margin"),
         config=DocMemoConfig(adaptive_granularity=False),
         page_filter=PageFilter(doc_ids=("report.pdf",)),
         streaming=True,
@@ -362,7 +360,7 @@ def test_streamed_answer_fits_the_call_budget(store) -> None:
         store=store,
         encoder=BagOfWordsEncoder(),
         llm=MockLLM(max_tokens=4),
-        reasoner=Unsure("need_more"),
+        reader=Unsure("need_more"),
         config=DocMemoConfig(adaptive_granularity=False, max_llm_calls=2),
         page_filter=PageFilter(doc_ids=("report.pdf",)),
         streaming=True,
@@ -383,7 +381,7 @@ async def test_astream_awaits_the_loop_and_streams(store) -> None:
         store=store,
         encoder=BagOfWordsEncoder(),
         llm=MockLLM(max_tokens=5),
-        reasoner=GoldReasoner(GOLD, refine="segment margin"),
+        reader=GoldReader(GOLD, refine="segment margin"),
         config=DocMemoConfig(adaptive_granularity=False),
         page_filter=PageFilter(doc_ids=("report.pdf",)),
         streaming=True,
@@ -400,7 +398,7 @@ def test_streaming_without_an_llm_streams_the_loops_answer_in_one_chunk(store) -
     engine = DocMemoQueryEngine.from_defaults(
         store=store,
         encoder=BagOfWordsEncoder(),
-        reasoner=GoldReasoner(GOLD),
+        reader=GoldReader(GOLD),
         streaming=True,
         evidence_images=False,
     )
@@ -413,9 +411,9 @@ def test_the_engine_owns_one_runner_and_its_retriever_is_round_one_over_it(store
     """``from_defaults`` builds one runner: the engine's adds the reader to the retriever's,
     every other part (store, encoder, config, levers and their caches, reranker) is the same
     object, and ``retrieve`` returns what the engine's own round 1 selects."""
-    engine = engine_for(store, GoldReasoner(GOLD))
+    engine = engine_for(store, GoldReader(GOLD))
     view, runner = engine.retriever.runner, engine.runner
-    assert runner.reader is engine.reasoner and view.reader is None
+    assert runner.reader is engine.reader and view.reader is None
     for part in ("store", "encoder", "config", "levers", "reranker", "cpu"):
         assert getattr(runner, part) is getattr(view, part), part
     nodes = engine.retriever.retrieve(QUESTION)

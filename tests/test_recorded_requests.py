@@ -29,8 +29,8 @@ from llama_index.core.base.llms.types import ChatMessage
 from PIL import Image, ImageDraw
 
 from llama_index_docmemo.llms import OpenAICompatible, QwenVL
-from llama_index_docmemo.reasoning.base import PageView, ReasoningInput
-from llama_index_docmemo.reasoning.vlm import VLMReasoner
+from llama_index_docmemo.readers.base import PageView, ReaderInput
+from llama_index_docmemo.readers.vlm import VLMReader
 from llama_index_docmemo.types import PageRef
 
 FIXTURE = Path(__file__).parent / "fixtures" / "recorded_requests.json"
@@ -123,7 +123,7 @@ MODELS: dict[str, Callable[[str], Any]] = {
 }
 
 
-def reading() -> ReasoningInput:
+def reading() -> ReaderInput:
     pages = [
         PageView(
             PageRef("report.pdf", p),
@@ -132,14 +132,14 @@ def reading() -> ReasoningInput:
         )
         for p in (3, 4)
     ]
-    return ReasoningInput(question="What was revenue growth?", query="revenue", pages=pages)
+    return ReaderInput(question="What was revenue growth?", query="revenue", pages=pages)
 
 
 def exchange(llm: Any) -> None:
     """One reading round sync, one async, then a streamed chat."""
-    reader = VLMReasoner(llm, images="auto")
-    reader.reason(reading())
-    asyncio.run(reader.areason(reading()))
+    reader = VLMReader(llm, images="auto")
+    reader.read(reading())
+    asyncio.run(reader.aread(reading()))
     chunks = list(llm.stream_chat([ChatMessage(role="user", content="Say hi.")]))
     assert chunks[-1].message.content == "streamed"
 

@@ -16,8 +16,8 @@ from llama_index_docmemo.ingest.summaries import VLMPageSummarizer
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.nodes import page_node
 from llama_index_docmemo.postprocessors.rerank import LLMReranker
-from llama_index_docmemo.reasoning.base import CropView, PageView, ReasoningInput
-from llama_index_docmemo.reasoning.vlm import VLMReasoner
+from llama_index_docmemo.readers.base import CropView, PageView, ReaderInput
+from llama_index_docmemo.readers.vlm import VLMReader
 from llama_index_docmemo.types import PageInput, PageRecord, PageRef
 
 
@@ -37,8 +37,8 @@ def read(budget: int | None) -> ScriptedChatLLM:
     llm = ScriptedChatLLM(default='{"status": "need_more"}')
     pages = [PageView(PageRef("r.pdf", p), "", load_image=lambda p=p: noise(p)) for p in (1, 2, 3)]
     crops = [CropView(PageRef("r.pdf", 1), "table", (0, 0, 1, 1), load_image=lambda: noise(9))]
-    inp = ReasoningInput(question="q?", query="q", pages=pages, crops=crops)
-    VLMReasoner(llm, images=True, max_image_bytes=budget).reason(inp)
+    inp = ReaderInput(question="q?", query="q", pages=pages, crops=crops)
+    VLMReader(llm, images=True, max_image_bytes=budget).read(inp)
     return llm
 
 

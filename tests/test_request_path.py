@@ -10,7 +10,7 @@ from benchmark_module import load_benchmark
 request_path = load_benchmark("request_path")
 
 PATH = [
-    "llama_index_docmemo.reasoning.vlm",
+    "llama_index_docmemo.readers.vlm",
     "llama_index_docmemo.llms.exchange",
     "llama_index_docmemo.llms.openai_compatible",
     "llama_index_docmemo.llms.wire",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fakes_docmemo import BagOfWordsEncoder, GoldReasoner
+from fakes_docmemo import BagOfWordsEncoder, GoldReader
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 from stores_docmemo import add_document, client_store
@@ -43,7 +43,7 @@ def rounds_reranked(n_pages: int) -> tuple[int, list[list[int]]]:
     engine = DocMemoQueryEngine.from_defaults(
         store=store,
         encoder=BagOfWordsEncoder(),
-        reasoner=GoldReasoner({PageRef(DOC, n_pages + 1)}),  # never found: every round runs
+        reader=GoldReader({PageRef(DOC, n_pages + 1)}),  # never found: every round runs
         config=DocMemoConfig(rounds=3, pages_per_round=3, candidates=10),
         reranker=reranker,
         page_filter=PageFilter(doc_ids=(DOC,)),

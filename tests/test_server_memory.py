@@ -18,7 +18,7 @@ from llama_index_docmemo.llms.servers import ServerFacts, ServerMemory, memory_f
 from llama_index_docmemo.llms.vision import decide_images
 from llama_index_docmemo.postprocessors.rerank import LLMReranker
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
-from llama_index_docmemo.reasoning.vlm import VLMReasoner
+from llama_index_docmemo.readers.vlm import VLMReader
 
 URL = "http://127.0.0.1:9/v1"  # never contacted: nothing here sends a request
 
@@ -66,22 +66,22 @@ def test_each_llm_has_its_own_memory_unless_given_one() -> None:
 
 def test_readers_of_an_openai_compatible_share_its_memory() -> None:
     llm = OpenAICompatible(URL, "m")
-    assert VLMReasoner(llm).server_memory is llm.server_memory
+    assert VLMReader(llm).server_memory is llm.server_memory
     assert LLMReranker(llm=llm).server_memory is llm.server_memory
     assert memory_for(llm, llm.server_memory) is llm.server_memory
     with pytest.raises(ValueError, match="keeps its own server memory.*server_memory="):
-        VLMReasoner(llm, server_memory=ServerMemory())
+        VLMReader(llm, server_memory=ServerMemory())
 
 
 def test_readers_of_other_llms_hold_their_own_memory_or_the_one_given() -> None:
     llm = NamedServerLLM()
-    first, second = VLMReasoner(llm), VLMReasoner(llm)
+    first, second = VLMReader(llm), VLMReader(llm)
     assert first.server_memory is not second.server_memory
     first.server_memory.update(f"{URL}#text-model", refuses_images=True)
     assert first.images_now().send is False  # "auto" after the refusal
     assert decide_images(llm, "auto", second.server_memory).reason.startswith("NamedServerLLM")
     shared = ServerMemory()
-    assert VLMReasoner(llm, server_memory=shared).server_memory is shared
+    assert VLMReader(llm, server_memory=shared).server_memory is shared
     assert LLMReranker(llm=llm, server_memory=shared).server_memory is shared
 
 
@@ -89,8 +89,8 @@ def test_readers_of_other_llms_hold_their_own_memory_or_the_one_given() -> None:
 def test_an_engine_gives_its_reader_and_reranker_one_memory(make_llm) -> None:
     llm = make_llm()
     built = engine(llm)
-    reader, reranker = built.reasoner, built.retriever.reranker
-    assert isinstance(reader, VLMReasoner) and isinstance(reranker, LLMReranker)
+    reader, reranker = built.reader, built.retriever.reranker
+    assert isinstance(reader, VLMReader) and isinstance(reranker, LLMReranker)
     assert reader.server_memory is reranker.server_memory
     if isinstance(llm, OpenAICompatible):
         assert reader.server_memory is llm.server_memory
@@ -98,10 +98,10 @@ def test_an_engine_gives_its_reader_and_reranker_one_memory(make_llm) -> None:
 
 def test_engines_learn_apart_unless_the_app_shares_a_memory() -> None:
     llm = NamedServerLLM()
-    assert engine(llm).reasoner.server_memory is not engine(llm).reasoner.server_memory
+    assert engine(llm).reader.server_memory is not engine(llm).reader.server_memory
     shared = ServerMemory()
     engines = [engine(llm, server_memory=shared) for _ in range(2)]
-    assert all(e.reasoner.server_memory is shared for e in engines)
+    assert all(e.reader.server_memory is shared for e in engines)
     assert all(e.retriever.reranker.server_memory is shared for e in engines)
 
 

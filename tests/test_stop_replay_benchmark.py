@@ -16,7 +16,7 @@ from llama_index_docmemo.evaluation.configs import EngineConfigs
 from llama_index_docmemo.evaluation.datasets import QAItem, load_dataset
 from llama_index_docmemo.evaluation.metrics import QuestionRun
 from llama_index_docmemo.evaluation.runner import run_evaluation
-from llama_index_docmemo.evaluation.simulated import SimulatedReasoner
+from llama_index_docmemo.evaluation.simulated import SimulatedReader
 from llama_index_docmemo.evaluation.stopping import StopRule
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
 from llama_index_docmemo.types import PageRef
@@ -63,9 +63,9 @@ def run(dataset, tmp_path: Path, name: str, stop: StopRule, seed: int):
     items, store = dataset
     encoder = BagOfWordsEncoder()
 
-    def make(config: DocMemoConfig, reasoner):
+    def make(config: DocMemoConfig, reader):
         return DocMemoQueryEngine.from_defaults(
-            store=store, encoder=encoder, reasoner=reasoner, config=config, evidence_images=False
+            store=store, encoder=encoder, reader=reader, config=config, evidence_images=False
         )
 
     configs = EngineConfigs(
@@ -77,7 +77,7 @@ def run(dataset, tmp_path: Path, name: str, stop: StopRule, seed: int):
     return run_evaluation(
         items,
         engines,
-        lambda: SimulatedReasoner(fn=0.3, fp=0.1, seed=seed),
+        lambda: SimulatedReader(fn=0.3, fp=0.1, seed=seed),
         tmp_path / name / f"seed-{seed}",
         stop=stop,
         progress=False,

@@ -17,7 +17,7 @@ from llama_index_docmemo.evidence.matching import find_figures, locate_span
 from llama_index_docmemo.indexing import DocumentIndexer
 from llama_index_docmemo.paths import default_cache_dir
 from llama_index_docmemo.query_engine import DocMemoQueryEngine
-from llama_index_docmemo.reasoning.offline import OfflineReasoner
+from llama_index_docmemo.readers.offline import OfflineReader
 from llama_index_docmemo.store.factory import open_store
 
 DEMO_PDF_NAME = "halvorsen-annual-report-2024.pdf"
@@ -75,7 +75,7 @@ def run_demo(
 
     Args:
         cache_dir: where the PDF and the embedded store live (default ``demo`` in the cache folder, ``$DOCMEMO_CACHE_DIR``).
-        llm: a VLM to reason with; None uses the offline reasoner (no model, no key).
+        llm: a VLM to reason with; None uses the offline reader (no model, no key).
         out: where the per-round summary, the summary and the next steps are written.
     """
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir() / "demo"
@@ -89,7 +89,7 @@ def run_demo(
             store=store,
             encoder=encoder,
             llm=llm,
-            reasoner=OfflineReasoner() if llm is None else None,
+            reader=OfflineReader() if llm is None else None,
             config=DEMO_CONFIG,
         )
         if llm is None:

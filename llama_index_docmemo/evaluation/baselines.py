@@ -42,7 +42,7 @@ from llama_index_docmemo.levers.document_stage import (
 )
 from llama_index_docmemo.levers.rounds import QuerySearches, RoundLevers
 from llama_index_docmemo.loop.state import RoundOutcome, names_documents, stop_reason
-from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
+from llama_index_docmemo.readers.base import PageView, Reader, ReaderInput
 from llama_index_docmemo.step_runtime import run as run_steps
 from llama_index_docmemo.store.base import PageStore
 from llama_index_docmemo.store.scope import PageFilter
@@ -105,8 +105,8 @@ class EvalEngine(ABC):
     name: str
 
     @abstractmethod
-    def run(self, item: QAItem, reasoner: Reasoner) -> EngineOutput:
-        """Read pages for ``item`` with ``reasoner`` (which applies the evaluation's stop rule)."""
+    def run(self, item: QAItem, reader: Reader) -> EngineOutput:
+        """Read pages for ``item`` with ``reader`` (which applies the evaluation's stop rule)."""
 
 
 def reads_from_trace(trace: QueryTrace) -> list[list[PageRef]]:
@@ -129,7 +129,7 @@ def useful_from_trace(trace: QueryTrace) -> list[PageRef]:
     return list(useful)
 
 
-EngineFactory = Callable[[DocMemoConfig, Reasoner], "DocMemoQueryEngine"]
+EngineFactory = Callable[[DocMemoConfig, Reader], "DocMemoQueryEngine"]
 
 
 class DocMemoEvalEngine(EvalEngine):
@@ -138,7 +138,7 @@ class DocMemoEvalEngine(EvalEngine):
     Args:
         name: engine name in the report.
         config: its configuration.
-        make_engine: builds a ``DocMemoQueryEngine`` from a config and a reasoner.
+        make_engine: builds a ``DocMemoQueryEngine`` from a config and a reader.
     """
 
     def __init__(
@@ -152,17 +152,15 @@ class DocMemoEvalEngine(EvalEngine):
         self.config = config
         self.scope = scope
         self._make_engine = make_engine
-        self._engines: dict[int, tuple[Reasoner, DocMemoQueryEngine]] = {}
+        self._engines: dict[int, tuple[Reader, DocMemoQueryEngine]] = {}
 
-    def _engine(self, reasoner: Reasoner) -> DocMemoQueryEngine:
-        if id(reasoner) not in self._engines:
-            self._engines[id(reasoner)] = (reasoner, self._make_engine(self.config, reasoner))
-        return self._engines[id(reasoner)][1]
+    def _engine(self, reader: Reader) -> DocMemoQueryEngine:
+        if id(reader) not in self._engines:
+            self._engines[id(reader)] = (reader, self._make_engine(self.config, reader))
+        return self._engines[id(reader)][1]
 
-    def run(self, item: QAItem, reasoner: Reasoner) -> EngineOutput:
-        result = self._engine(reasoner).run(
-            item.question, page_filter=scope_filter(item, self.scope)
-        )
+    def run(self, item: QAItem, reader: Reader) -> EngineOutput:
+        result = self._engine(reader).run(item.question, page_filter=scope_filter(item, self.scope))
         trace: QueryTrace = result.trace
         run = QuestionRun(
             engine=self.name,
@@ -326,7 +324,7 @@ class RankingEngine(EvalEngine):
                 state.records[record.ref] = record
         return [state.records[ref] for ref in refs if ref in state.records]
 
-    def run(self, item: QAItem, reasoner: Reasoner) -> EngineOutput:
+    def run(self, item: QAItem, reader: Reader) -> EngineOutput:
         start = time.perf_counter()
         ranked = self.ranking.records(item, sum(self.round_pages))
         order = [record.ref for record in ranked]
@@ -342,8 +340,8 @@ class RankingEngine(EvalEngine):
                 break
             final = round_ == rounds
             with counting_llm_calls() as tally:
-                feedback = reasoner.reason(
-                    ReasoningInput(
+                feedback = reader.read(
+                    ReaderInput(
                         question=item.question,
                         query=item.question,
                         pages=[

@@ -26,7 +26,7 @@ from llama_index_docmemo.evaluation.stopping import (
 )
 
 if TYPE_CHECKING:
-    from llama_index_docmemo.reasoning.base import Reasoner
+    from llama_index_docmemo.readers.base import Reader
 
 DEFAULT_ENGINES = "docmemo,static-paged,neighbours,static@15,llamaindex-topk"
 
@@ -101,7 +101,7 @@ def eval_parser() -> argparse.ArgumentParser:
         "(every dataset document indexed, both halves; the question names no document). "
         "Every engine gets the same scope; gold stays (document, page)",
     )
-    p.add_argument("--reasoner", choices=("simulated", "offline", "vlm"), default="offline")
+    p.add_argument("--reader", choices=("simulated", "offline", "vlm"), default="offline")
     p.add_argument("--out", required=True, type=Path, help="output folder (results, report, plots)")
     p.add_argument("--limit", type=int, default=None, help="first N questions only")
     p.add_argument(
@@ -154,8 +154,8 @@ def eval_parser() -> argparse.ArgumentParser:
         default=None,
         help="seeds of the reader map (default: the first of --seeds; 24 cells x 3 engines per seed)",
     )
-    p.add_argument("--fn", type=float, default=0.2, help="simulated reasoner: false-negative rate")
-    p.add_argument("--fp", type=float, default=0.05, help="simulated reasoner: false-positive rate")
+    p.add_argument("--fn", type=float, default=0.2, help="simulated reader: false-negative rate")
+    p.add_argument("--fp", type=float, default=0.05, help="simulated reader: false-positive rate")
     p.add_argument("--k", type=int, default=5, help="pages read per round")
     p.add_argument("--rounds", type=int, default=3, help="rounds per question (T)")
     p.add_argument(
@@ -187,32 +187,32 @@ def eval_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _reasoner_factory(args: argparse.Namespace) -> Callable[[int], Reasoner]:
+def _reader_factory(args: argparse.Namespace) -> Callable[[int], Reader]:
     """A factory of the reader for one seed (only the simulated reader uses the seed)."""
-    if args.reasoner == "simulated":
-        from llama_index_docmemo.evaluation.simulated import SimulatedReasoner
+    if args.reader == "simulated":
+        from llama_index_docmemo.evaluation.simulated import SimulatedReader
 
-        return lambda seed: SimulatedReasoner(fn=args.fn, fp=args.fp, seed=seed)
-    if args.reasoner == "offline":
-        from llama_index_docmemo.reasoning.offline import OfflineReasoner
+        return lambda seed: SimulatedReader(fn=args.fn, fp=args.fp, seed=seed)
+    if args.reader == "offline":
+        from llama_index_docmemo.readers.offline import OfflineReader
 
-        return lambda seed: OfflineReasoner()
+        return lambda seed: OfflineReader()
     from llama_index_docmemo.llms.qwen_vl import QwenVL
-    from llama_index_docmemo.reasoning.vlm import VLMReasoner
+    from llama_index_docmemo.readers.vlm import VLMReader
 
     llm = QwenVL(model=args.llm_model, api_base=args.llm_url)
-    return lambda seed: VLMReasoner(llm)
+    return lambda seed: VLMReader(llm)
 
 
 def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Combinations of options that cannot run, as parser errors."""
-    if args.reasoner == "vlm" and not args.llm_url:
-        parser.error("--reasoner vlm needs --llm-url (e.g. http://localhost:8000/v1)")
-    if args.reasoner == "simulated" and args.stop == "reader":
+    if args.reader == "vlm" and not args.llm_url:
+        parser.error("--reader vlm needs --llm-url (e.g. http://localhost:8000/v1)")
+    if args.reader == "simulated" and args.stop == "reader":
         parser.error(
             "the simulated reader has no stop signal of its own; use --stop never, noisy or oracle"
         )
-    if args.reasoner != "simulated" and args.stop in ("noisy", "oracle"):
+    if args.reader != "simulated" and args.stop in ("noisy", "oracle"):
         parser.error(
             f"--stop {args.stop} simulates a stop signal from the gold pages; with a real reader "
             "use --stop never or --stop reader (its own signal)"
@@ -252,8 +252,8 @@ def run_eval(args: argparse.Namespace) -> int:
         engines=names,
         configs=configs,
         seeds=args.seeds,
-        reasoner=args.reasoner,
-        make_reasoner=_reasoner_factory(args),
+        reader=args.reader,
+        make_reader=_reader_factory(args),
         out=args.out,
         store_path=args.store or args.out / "store",
         split=args.split,

@@ -27,7 +27,7 @@ from llama_index_docmemo.evaluation.baselines import STOCK_ENGINES, EngineOutput
 from llama_index_docmemo.evaluation.datasets import QAItem
 from llama_index_docmemo.evaluation.metrics import QuestionRun
 from llama_index_docmemo.events import counting_llm_calls
-from llama_index_docmemo.reasoning.base import PageView, Reasoner, ReasoningInput
+from llama_index_docmemo.readers.base import PageView, Reader, ReaderInput
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.types import PageRef
 
@@ -170,7 +170,7 @@ class StockLlamaIndexEngine(EvalEngine):
         ]
         return pages_of_chunks(chunks, self.budget)
 
-    def run(self, item: QAItem, reasoner: Reasoner) -> EngineOutput:
+    def run(self, item: QAItem, reader: Reader) -> EngineOutput:
         start = time.perf_counter()
         pages = self.ranked_pages(item)
         page_text, _ = self._load(item.doc_id)
@@ -178,8 +178,8 @@ class StockLlamaIndexEngine(EvalEngine):
             return EngineOutput(QuestionRun(self.name, item.qid, reads=[[]], status="no_text"))
         refs = [PageRef(item.doc_id, page) for page in pages]
         with counting_llm_calls() as tally:
-            feedback = reasoner.reason(
-                ReasoningInput(
+            feedback = reader.read(
+                ReaderInput(
                     question=item.question,
                     query=item.question,
                     pages=[PageView(ref=ref, text=page_text.get(ref.page, "")) for ref in refs],

@@ -213,7 +213,7 @@ def summarize(
         runs: one run per question (runs of questions absent from ``items`` are ignored).
         items: the dataset's questions by qid.
         n_rounds: rounds of the per-round curve (runs that stopped early carry their last value).
-        score_answers: whether answers are real (False for the simulated reasoner: accuracy None).
+        score_answers: whether answers are real (False for the simulated reader: accuracy None).
     """
     runs = [run for run in runs if run.qid in items]
     scored = [run for run in runs if items[run.qid].scored_on_pages]

@@ -32,7 +32,7 @@ def save_png(fig: Figure, path: str | Path) -> Path:
 
 
 def _suffix(report: Mapping[str, Any]) -> str:
-    return " (simulated reasoner)" if report["reasoner"] == "simulated" else ""
+    return " (simulated reader)" if report["reader"] == "simulated" else ""
 
 
 def curves_figure(report: Mapping[str, Any]) -> Figure:

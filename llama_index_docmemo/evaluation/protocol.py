@@ -22,7 +22,7 @@ from llama_index_docmemo.evaluation.stopping import StopRule
 
 if TYPE_CHECKING:
     from llama_index_docmemo.evaluation.baselines import EvalEngine
-    from llama_index_docmemo.reasoning.base import Reasoner
+    from llama_index_docmemo.readers.base import Reader
     from llama_index_docmemo.store.base import PageStore
 
 
@@ -34,8 +34,8 @@ class EvalPlan:
     engines: list[str]
     configs: EngineConfigs
     seeds: list[int]
-    reasoner: str
-    make_reasoner: Callable[[int], Reasoner]
+    reader: str
+    make_reader: Callable[[int], Reader]
     out: Path
     store_path: Path
     split: str = "report"
@@ -58,7 +58,7 @@ class EvalPlan:
 
     @property
     def simulated(self) -> bool:
-        return self.reasoner == "simulated"
+        return self.reader == "simulated"
 
     def stop(self, seed: int) -> StopRule:
         return StopRule(self.stop_mode, self.p_early, self.p_miss, seed)  # type: ignore[arg-type]
@@ -68,7 +68,7 @@ class EvalPlan:
         settings: dict[str, Any] = {
             "dataset": str(self.dataset.root.resolve()),
             "split": self.split,
-            "reasoner": self.reasoner,
+            "reader": self.reader,
             "k": self.configs.pages_per_round,
             "rounds": self.configs.rounds,
             "fn": self.fn if self.simulated else None,
@@ -93,7 +93,7 @@ def run_seeds(
     engine_names: list[str],
     out: Path,
     make_engines: Callable[[int], Mapping[str, EvalEngine]],
-    make_reasoner: Callable[[int], Reasoner],
+    make_reader: Callable[[int], Reader],
     settings: Callable[[int], dict[str, Any]],
     errors: list[str],
     *,
@@ -111,7 +111,7 @@ def run_seeds(
         runs[seed] = run_evaluation(
             plan.dataset,
             {name: engines[name] for name in engine_names},
-            lambda seed=seed: make_reasoner(seed),
+            lambda seed=seed: make_reader(seed),
             folder,
             stop=plan.stop(seed),
             progress=plan.progress,
@@ -141,7 +141,7 @@ def run_plan(plan: EvalPlan) -> int:
         if indexed.indexed or indexed.failed:
             print(indexed.summary(), file=sys.stderr)
         memo_store, memo_encoder = MemoStore(store), MemoEncoder(encoder)
-        make = engine_factory(memo_store, memo_encoder, crops=plan.reasoner == "vlm")
+        make = engine_factory(memo_store, memo_encoder, crops=plan.reader == "vlm")
 
         shared: dict[str, EvalEngine] = {}  # engines that do not depend on the seed, built once
 
@@ -160,12 +160,12 @@ def run_plan(plan: EvalPlan) -> int:
             return {name: shared.get(name) or built[name] for name in plan.engines}
 
         runs = run_seeds(
-            plan, plan.engines, out, make_engines, plan.make_reasoner, plan.settings, errors
+            plan, plan.engines, out, make_engines, plan.make_reader, plan.settings, errors
         )
         report = write_report(
             out,
             dataset=plan.dataset.name,
-            reasoner=plan.reasoner,
+            reader=plan.reader,
             items=plan.dataset.items,
             runs=runs,
             settings=plan.settings(),
@@ -188,7 +188,7 @@ def run_plan(plan: EvalPlan) -> int:
     if not plan.simulated:
         rates = report["reader_rates"]
         print(
-            f"measured reader rates ({plan.reasoner}, engine {rates['engine']}): "
+            f"measured reader rates ({plan.reader}, engine {rates['engine']}): "
             f"fn={_rate(rates['fn'])} over {rates['gold_pages_read']} gold pages read, "
             f"fp={_rate(rates['fp'])} over {rates['other_pages_read']} other pages read"
         )
@@ -268,7 +268,7 @@ def _judge(plan: EvalPlan, runs: dict[int, dict[str, list[QuestionRun]]]) -> Any
         return None
     if plan.simulated:
         print(
-            "docmemo eval: no judge for the simulated reasoner (its answers are not real)",
+            "docmemo eval: no judge for the simulated reader (its answers are not real)",
             file=sys.stderr,
         )
         return None

@@ -3,7 +3,7 @@
 For every cell of a grid of simulated reader error rates (false negatives x false positives), run
 ``docmemo``, ``static-paged`` and ``neighbours`` with the simulated reader and the run's stop rule, and
 record DocMemo's all-hit after T*k pages minus each baseline's (paired, with a bootstrap interval).
-A real reader's measured fn / fp (printed by ``--reasoner offline`` / ``vlm`` runs) places it on the map.
+A real reader's measured fn / fp (printed by ``--reader offline`` / ``vlm`` runs) places it on the map.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def run_reader_map(
     """Run every cell (resumable under ``OUT/reader_map``) and write ``reader_map.json``/``.md``/``.png``."""
     from llama_index_docmemo.evaluation.baselines import build_engines
     from llama_index_docmemo.evaluation.protocol import run_seeds
-    from llama_index_docmemo.evaluation.simulated import SimulatedReasoner
+    from llama_index_docmemo.evaluation.simulated import SimulatedReader
 
     # the map's own seeds; the simulated reader has no stop signal of its own ("reader" -> never)
     plan = replace(
@@ -105,14 +105,14 @@ def run_reader_map(
         for fp in fp_grid:
 
             def settings(seed: int, fn: float = fn, fp: float = fp) -> dict[str, Any]:
-                return {**plan.settings(seed), "reasoner": "simulated", "fn": fn, "fp": fp}
+                return {**plan.settings(seed), "reader": "simulated", "fn": fn, "fp": fp}
 
             runs = run_seeds(
                 plan,
                 list(MAP_ENGINES),
                 root / f"fn{fn:g}_fp{fp:g}",
                 make_engines,
-                lambda seed, fn=fn, fp=fp: SimulatedReasoner(fn=fn, fp=fp, seed=seed),
+                lambda seed, fn=fn, fp=fp: SimulatedReader(fn=fn, fp=fp, seed=seed),
                 settings,
                 errors,
                 keep_traces=False,

@@ -2,7 +2,7 @@
 
 Shape of ``report.json`` (one entry per engine)::
 
-    {"dataset", "reasoner", "split", "stop": {"mode", "label", ...}, "seeds", "k", "rounds", ...,
+    {"dataset", "reader", "split", "stop": {"mode", "label", ...}, "seeds", "k", "rounds", ...,
      "engines": {name: {"curve": [{"pages", "all_hit", "all_hit_ci", "recall", "recall_ci", ...}],
                         "paired_vs_docmemo": {"diff", "ci", "docmemo_only", "baseline_only",
                                               "per_budget": [...]},   # non-DocMemo engines
@@ -80,7 +80,7 @@ def _cost_entry(
 def build_report(
     *,
     dataset: str,
-    reasoner: str,
+    reader: str,
     items: Sequence[QAItem],
     runs: SeedRuns,
     settings: Mapping[str, Any],
@@ -88,7 +88,7 @@ def build_report(
 ) -> dict[str, Any]:
     """The report of runs over one or more seeds (``runs[seed][engine]``).
 
-    Accuracy is null for the simulated reasoner (its answers are not real); ``estimate`` prices
+    Accuracy is null for the simulated reader (its answers are not real); ``estimate`` prices
     a reader request in prompt tokens (default: :func:`.cost.token_estimate` for gpt-4o).
     """
     estimate = estimate or token_estimate()
@@ -100,7 +100,7 @@ def build_report(
     stop["label"] = stop_label(str(stop["mode"]))
     report: dict[str, Any] = {
         "dataset": dataset,
-        "reasoner": reasoner,
+        "reader": reader,
         "split": settings.get("split", "all"),
         "scope": settings.get("scope", "document"),
         "stop": stop,
@@ -119,11 +119,11 @@ def build_report(
         },
         "engines": {},
     }
-    if reasoner == SIMULATED:
+    if reader == SIMULATED:
         report["reader_note"] = "simulated reader: pages labelled from the gold evidence"
     for name in engines:
         pooled = [run for seed in sorted(runs) for run in runs[seed].get(name, ())]
-        metrics = summarize(pooled, by_qid, n_rounds=rounds, score_answers=reasoner != SIMULATED)
+        metrics = summarize(pooled, by_qid, n_rounds=rounds, score_answers=reader != SIMULATED)
         points_cost = [mean_cost(pooled, by_qid, estimate, n) for n in points]
         entry: dict[str, Any] = {
             "curve": [
@@ -252,7 +252,7 @@ def _document_lines(report: Mapping[str, Any], label: str) -> list[str]:
 def render_markdown(report: Mapping[str, Any], *, settings: Mapping[str, Any]) -> str:
     """Curves, paired tests and reader rates as Markdown tables, labelled by reader and stop rule."""
     engines: Mapping[str, Mapping[str, Any]] = report["engines"]
-    simulated = report["reasoner"] == SIMULATED
+    simulated = report["reader"] == SIMULATED
     stop = report["stop"]
     label = " (simulated reader)" if simulated else ""
     oracle = stop["mode"] == "oracle"
@@ -262,7 +262,7 @@ def render_markdown(report: Mapping[str, Any], *, settings: Mapping[str, Any]) -
         "",
         f"Split: **{report['split']}** (documents by the fixed SHA-256 rule of "
         "`evaluation.datasets.split_of`). "
-        f"Reader: **{report['reasoner']}**"
+        f"Reader: **{report['reader']}**"
         + (
             f" — pages labelled from the gold evidence with fn={report['fn']}, fp={report['fp']}; "
             "no query refinement. Numbers measure page finding, not answer quality."
@@ -369,7 +369,7 @@ def write_report(
     out_dir: str | Path,
     *,
     dataset: str,
-    reasoner: str,
+    reader: str,
     items: Sequence[QAItem],
     runs: SeedRuns,
     settings: Mapping[str, Any],
@@ -392,7 +392,7 @@ def write_report(
     out.mkdir(parents=True, exist_ok=True)
     report = build_report(
         dataset=dataset,
-        reasoner=reasoner,
+        reader=reader,
         items=items,
         runs=runs,
         settings=settings,

@@ -16,9 +16,9 @@ from llama_index_docmemo.errors import DocMemoError
 from llama_index_docmemo.evaluation.baselines import EvalEngine
 from llama_index_docmemo.evaluation.datasets import EvalDataset, QAItem
 from llama_index_docmemo.evaluation.metrics import QuestionRun
-from llama_index_docmemo.evaluation.simulated import SimulatedReasoner
+from llama_index_docmemo.evaluation.simulated import SimulatedReader
 from llama_index_docmemo.evaluation.stopping import StopControl, StopRule
-from llama_index_docmemo.reasoning.base import Reasoner
+from llama_index_docmemo.readers.base import Reader
 from llama_index_docmemo.types import PageRef
 
 RESULTS = "results.jsonl"
@@ -85,20 +85,20 @@ def check_settings(out_dir: Path, settings: Mapping[str, Any]) -> None:
     path.write_text(json.dumps(merged, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
-def prepare_reasoner(reasoner: Reasoner, item: QAItem) -> None:
-    """Point a per-question reasoner at the question (the simulated one and the stop rule need
+def prepare_reader(reader: Reader, item: QAItem) -> None:
+    """Point a per-question reader at the question (the simulated one and the stop rule need
     its gold pages; no engine sees them)."""
-    if isinstance(reasoner, StopControl):
-        reasoner.set_question(item.gold, key=item.qid)
-        reasoner = reasoner.inner
-    if isinstance(reasoner, SimulatedReasoner):
-        reasoner.set_question(item.gold, key=item.qid)
+    if isinstance(reader, StopControl):
+        reader.set_question(item.gold, key=item.qid)
+        reader = reader.inner
+    if isinstance(reader, SimulatedReader):
+        reader.set_question(item.gold, key=item.qid)
 
 
 def run_evaluation(
     dataset: EvalDataset,
     engines: Mapping[str, EvalEngine],
-    make_reasoner: Callable[[], Reasoner],
+    make_reader: Callable[[], Reader],
     out_dir: str | Path,
     *,
     stop: StopRule | None = None,
@@ -121,7 +121,7 @@ def run_evaluation(
     done: dict[tuple[str, str], QuestionRun] = {
         (run.engine, run.qid): run for run in load_runs(out / RESULTS)
     }
-    reasoners = {name: StopControl(make_reasoner(), rule) for name in engines}
+    readers = {name: StopControl(make_reader(), rule) for name in engines}
     todo = sum(1 for item in dataset for name in engines if (name, item.qid) not in done)
     with (
         (out / RESULTS).open("a", encoding="utf-8") as results,
@@ -132,10 +132,10 @@ def run_evaluation(
             for name, engine in engines.items():
                 if (name, item.qid) in done:
                     continue
-                reasoner = reasoners[name]
-                prepare_reasoner(reasoner, item)
+                reader = readers[name]
+                prepare_reader(reader, item)
                 try:
-                    output = engine.run(item, reasoner)
+                    output = engine.run(item, reader)
                 except Exception as exc:
                     if on_error is None:
                         raise

@@ -9,7 +9,7 @@ from llama_index_docmemo.config import DocMemoConfig
 from llama_index_docmemo.encoders.base import PageEncoder
 from llama_index_docmemo.evaluation.baselines import EngineFactory
 from llama_index_docmemo.evaluation.datasets import EvalDataset
-from llama_index_docmemo.reasoning.base import Reasoner
+from llama_index_docmemo.readers.base import Reader
 from llama_index_docmemo.store.base import PageStore
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ def engine_factory(store: PageStore, encoder: PageEncoder, *, crops: bool) -> En
     """Builds DocMemo engines on the shared store and encoder.
 
     Crops (adaptive granularity) are produced only when ``crops`` is set: the offline and
-    simulated reasoners do not look at crop images, so rendering them would only cost time.
+    simulated readers do not look at crop images, so rendering them would only cost time.
     Evidence page images are never rendered during an evaluation.
     """
     crop_postprocessor: CropPostprocessor | None = None
@@ -58,13 +58,13 @@ def engine_factory(store: PageStore, encoder: PageEncoder, *, crops: bool) -> En
 
         crop_postprocessor = CropPostprocessor()
 
-    def make(config: DocMemoConfig, reasoner: Reasoner) -> DocMemoQueryEngine:
+    def make(config: DocMemoConfig, reader: Reader) -> DocMemoQueryEngine:
         from llama_index_docmemo.query_engine import DocMemoQueryEngine
 
         return DocMemoQueryEngine.from_defaults(
             store=store,
             encoder=encoder,
-            reasoner=reasoner,
+            reader=reader,
             config=config,
             crop_postprocessor=crop_postprocessor,
             evidence_images=False,

@@ -1,4 +1,4 @@
-"""A simulated reasoner that labels pages from the gold evidence, to isolate the retrieval state.
+"""A simulated reader that labels pages from the gold evidence, to isolate the retrieval state.
 
 It never refines the query and never reads the page content, so any gain a DocMemo configuration shows
 with it comes from how pages are selected. Its label of a page is a deterministic function of
@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Collection
 
-from llama_index_docmemo.reasoning.base import EvidenceNote, Feedback, Reasoner, ReasoningInput
+from llama_index_docmemo.readers.base import EvidenceNote, Feedback, Reader, ReaderInput
 from llama_index_docmemo.types import PageRef
 
 
@@ -21,7 +21,7 @@ def uniform_draw(*parts: object) -> float:
     return int.from_bytes(digest, "big") / 2**64
 
 
-class SimulatedReasoner(Reasoner):
+class SimulatedReader(Reader):
     """Labels each page read: gold pages useful with probability 1 - fn, others useful with probability fp.
 
     Its status is "answered" once every gold page has been read and recognised as useful, else
@@ -56,7 +56,7 @@ class SimulatedReasoner(Reasoner):
         self.set_question(gold, key=key)
 
     def set_question(self, gold: Collection[PageRef], *, key: str = "") -> None:
-        """Point the reasoner at the next question (the runner reuses one instance per engine)."""
+        """Point the reader at the next question (the runner reuses one instance per engine)."""
         self.gold = frozenset(gold)
         self.key = key
         self._reset()
@@ -70,7 +70,7 @@ class SimulatedReasoner(Reasoner):
         draw = uniform_draw(self.seed, self.key, ref.doc_id, ref.page, nth_read)
         return draw >= self.fn if ref in self.gold else draw < self.fp
 
-    def reason(self, inp: ReasoningInput) -> Feedback:
+    def read(self, inp: ReaderInput) -> Feedback:
         if inp.round == 1:
             self._reset()
         useful: list[PageRef] = []

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from llama_index_docmemo.evaluation.simulated import uniform_draw
-from llama_index_docmemo.reasoning.base import EvidenceNote, Feedback, Reasoner, ReasoningInput
+from llama_index_docmemo.readers.base import EvidenceNote, Feedback, Reader, ReaderInput
 from llama_index_docmemo.types import PageRef
 
 StopMode = Literal["never", "noisy", "oracle", "reader"]
@@ -85,17 +85,17 @@ class StopRule:
         return draw >= self.p_miss if gold_recognised else draw < self.p_early
 
 
-class StopControl(Reasoner):
+class StopControl(Reader):
     """Wraps a reader: applies a :class:`StopRule` to its status and records its page labels.
 
     One instance per engine; :meth:`set_question` before each question. ``useful`` and ``judged``
     then hold the pages labelled useful and every page labelled at all.
     """
 
-    def __init__(self, inner: Reasoner, rule: StopRule) -> None:
+    def __init__(self, inner: Reader, rule: StopRule) -> None:
         self.inner = inner
         self.rule = rule
-        self.name = getattr(inner, "name", "reasoner")
+        self.name = getattr(inner, "name", "reader")
         self.set_question((), key="")
 
     def set_question(self, gold: Collection[PageRef], *, key: str) -> None:
@@ -104,7 +104,7 @@ class StopControl(Reasoner):
         self.useful: set[PageRef] = set()
         self.judged: set[PageRef] = set()
 
-    def _apply(self, inp: ReasoningInput, feedback: Feedback) -> Feedback:
+    def _apply(self, inp: ReaderInput, feedback: Feedback) -> Feedback:
         if inp.round == 1:
             self.useful, self.judged = set(), set()
         shown = {view.ref for view in inp.pages}
@@ -131,11 +131,11 @@ class StopControl(Reasoner):
             return feedback
         return feedback.model_copy(update={"status": status, "answer": answer})
 
-    def reason(self, inp: ReasoningInput) -> Feedback:
-        return self._apply(inp, self.inner.reason(inp))
+    def read(self, inp: ReaderInput) -> Feedback:
+        return self._apply(inp, self.inner.read(inp))
 
-    async def areason(self, inp: ReasoningInput) -> Feedback:
-        return self._apply(inp, await self.inner.areason(inp))
+    async def aread(self, inp: ReaderInput) -> Feedback:
+        return self._apply(inp, await self.inner.aread(inp))
 
     def synthesize(self, question: str, evidence: list[EvidenceNote], draft: str | None) -> str:
         return self.inner.synthesize(question, evidence, draft)

@@ -72,7 +72,7 @@ from llama_index_docmemo.loop.state import (
     with_records,
     with_schemas,
 )
-from llama_index_docmemo.reasoning.base import summarize_evidence
+from llama_index_docmemo.readers.base import summarize_evidence
 from llama_index_docmemo.step_runtime import (
     Call,
     Steps,
@@ -482,7 +482,7 @@ def read_pages(
     reading = reading_input(state, runner, selection, crops, state.llm_calls + cost.calls)
     try:
         with counting_llm_calls(cost):
-            feedback = yield from io.clock.bound(reader.read(reading))
+            feedback = yield from io.clock.bound(reader.read_steps(reading))
     except DeadlineExceeded as error:
         return out_of_time(runner, state, io, error), None
     except Exception as error:  # noqa: BLE001 - an LLM class's own errors, sorted below

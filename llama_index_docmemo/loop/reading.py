@@ -15,7 +15,7 @@ from llama_index.core.schema import NodeWithScore
 from llama_index_docmemo.events import LLMCallTally, counting_llm_calls, rerank_events
 from llama_index_docmemo.nodes import PageWithScore, node_ref, page_node
 from llama_index_docmemo.page_images import PageImage
-from llama_index_docmemo.reasoning.base import CropView, PageView, ReasoningInput
+from llama_index_docmemo.readers.base import CropView, PageView, ReaderInput
 from llama_index_docmemo.step_runtime import Steps, either
 from llama_index_docmemo.types import PageRecord, PageRef
 
@@ -113,7 +113,7 @@ def reading_input(
     selection: RoundSelection,
     crops: list[NodeWithScore],
     calls: int,
-) -> ReasoningInput:
+) -> ReaderInput:
     """Everything a round shows the reader (the memories only where they are switched on);
     ``calls``: the LLM calls of the query so far, this round's reranking included, so a
     reading told it is the last one is the last one."""
@@ -123,7 +123,7 @@ def reading_input(
         cap is not None and calls + 1 >= cap - runner.reserved_llm_calls
     )
     episodic = state.episodic
-    return ReasoningInput(
+    return ReaderInput(
         question=state.question,
         query=selection.query,
         pages=[page_view(state, runner, r) for r in selection.pages],

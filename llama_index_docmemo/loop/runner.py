@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from llama_index.core.postprocessor.types import BaseNodePostprocessor
 
     from llama_index_docmemo.encoders.base import PageEncoder
-    from llama_index_docmemo.reasoning.base import Reasoner
+    from llama_index_docmemo.readers.base import Reader
     from llama_index_docmemo.store.base import PageStore
 
 
@@ -57,7 +57,7 @@ class DocMemoRunner:
     encoder: PageEncoder
     config: DocMemoConfig
     levers: RoundLevers
-    reader: Reasoner | None = None
+    reader: Reader | None = None
     reranker: BaseNodePostprocessor | None = None
     crops: BaseNodePostprocessor | None = None
     callback_manager: CallbackManager | None = None

@@ -1,6 +1,6 @@
 """Episodic Memory: what one query has done so far (queries, pages read, evidence, what is missing).
 
-Pure state; the engine writes one entry per round and shows evidence and gaps to the reasoner.
+Pure state; the engine writes one entry per round and shows evidence and gaps to the reader.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
-from llama_index_docmemo.reasoning.offline.question import YEAR, Question
+from llama_index_docmemo.readers.offline.question import YEAR, Question
 from llama_index_docmemo.text import keys
 from llama_index_docmemo.types import PageRef
 

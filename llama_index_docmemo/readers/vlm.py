@@ -23,8 +23,8 @@ from llama_index_docmemo.llms.images import max_images as llm_max_images
 from llama_index_docmemo.llms.servers import ServerMemory, memory_for
 from llama_index_docmemo.llms.vision import ImageChoice, ImagesSetting, decide_images
 from llama_index_docmemo.page_images import page_image_files
-from llama_index_docmemo.reasoning.base import Feedback, PageView, Reasoner, ReasoningInput
-from llama_index_docmemo.reasoning.prompts import (
+from llama_index_docmemo.readers.base import Feedback, PageView, Reader, ReaderInput
+from llama_index_docmemo.readers.prompts import (
     READER_REPLY_PROMPT,
     READER_SYSTEM_PROMPT,
     page_text_budget,
@@ -32,7 +32,7 @@ from llama_index_docmemo.reasoning.prompts import (
     plan_images,
     reading_prompt,
 )
-from llama_index_docmemo.reasoning.replies import FeedbackReply, feedback_of
+from llama_index_docmemo.readers.replies import FeedbackReply, feedback_of
 from llama_index_docmemo.step_runtime import Steps, offload, run
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class VLMReasoner(Reasoner, SystemReplyPrompts):
+class VLMReader(Reader, SystemReplyPrompts):
     """Reads pages with any LlamaIndex chat LLM: page images and text for one that takes images
     (``images``: see :func:`~llama_index_docmemo.llms.vision.decide_images`), page text otherwise.
     The reply is asked for through LlamaIndex's structured output (``llms/exchange.py``).
@@ -105,7 +105,7 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
             self.image_choice = choice
         return choice
 
-    def build(self, inp: ReasoningInput, send_images: bool) -> Steps[list[ChatMessage]]:
+    def build(self, inp: ReaderInput, send_images: bool) -> Steps[list[ChatMessage]]:
         """The chat request for one round; page images are rendered once into the cache (in
         worker processes under the async driver) and crops read from theirs, off the loop."""
         loaders: dict[ImageSlot, Callable[[], Any]] = {}
@@ -147,7 +147,7 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
         )
         return (yield from request_messages(self.system_prompt.format(), parts, images))
 
-    def read(self, inp: ReasoningInput) -> Steps[Feedback]:
+    def read_steps(self, inp: ReaderInput) -> Steps[Feedback]:
         if not inp.pages:
             return Feedback(status="need_more")
         reply = yield from ask_structured(
@@ -163,8 +163,8 @@ class VLMReasoner(Reasoner, SystemReplyPrompts):
             return Feedback(status="need_more", problem=problem)
         return feedback_of(reply, [p.ref for p in inp.pages], self.limits)
 
-    def reason(self, inp: ReasoningInput) -> Feedback:
-        return run(self.read(inp))
+    def read(self, inp: ReaderInput) -> Feedback:
+        return run(self.read_steps(inp))
 
 
 def round_images(

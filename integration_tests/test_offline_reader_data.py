@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from llama_index_docmemo.evaluation.metrics import answer_correct
-from llama_index_docmemo.reasoning.base import PageView, ReasoningInput
-from llama_index_docmemo.reasoning.offline import OfflineReasoner
-from llama_index_docmemo.reasoning.offline.question import analyse
+from llama_index_docmemo.readers.base import PageView, ReaderInput
+from llama_index_docmemo.readers.offline import OfflineReader
+from llama_index_docmemo.readers.offline.question import analyse
 from llama_index_docmemo.text import keys
 from llama_index_docmemo.types import PageRef
 
@@ -40,7 +40,7 @@ def runs(mmlongbench_dir: Path) -> list[dict]:
     items = [json.loads(line) for line in (mmlongbench_dir / "qa.jsonl").read_text().splitlines()]
     items = [i for i in items if i["evidence_valid"] and i["doc"] in docs]
     rng = random.Random(0)
-    reasoner = OfflineReasoner()
+    reader = OfflineReader()
     texts: dict[str, list[str]] = {}
     out = []
     for item in items:
@@ -54,8 +54,8 @@ def runs(mmlongbench_dir: Path) -> list[dict]:
         other = rng.sample(far, min(max(len(gold), 2), len(far)))
         pages = [PageView(PageRef(doc, p), texts[doc][p - 1]) for p in gold + other]
         q = item["question"]
-        fb = reasoner.reason(
-            ReasoningInput(
+        fb = reader.read(
+            ReaderInput(
                 q, q, pages, final_round=True, pages_read_total=len(pages), pages_in_scope=n
             )
         )

@@ -1,4 +1,4 @@
-"""The offline reasoner on hand-made pages: labels, answer spans, need_more/unanswerable honesty."""
+"""The offline reader on hand-made pages: labels, answer spans, need_more/unanswerable honesty."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llama_index_docmemo.reasoning.base import CropView, EvidenceNote, PageView, ReasoningInput
-from llama_index_docmemo.reasoning.offline import OfflineReasoner
-from llama_index_docmemo.reasoning.offline.question import analyse
+from llama_index_docmemo.readers.base import CropView, EvidenceNote, PageView, ReaderInput
+from llama_index_docmemo.readers.offline import OfflineReader
+from llama_index_docmemo.readers.offline.question import analyse
 from llama_index_docmemo.text import keys
 from llama_index_docmemo.types import PageRef
 
@@ -54,7 +54,7 @@ def page(n: int, text: str) -> PageView:
 def ask(question: str, pages: list[PageView], **kw: object) -> object:
     kw.setdefault("pages_in_scope", 30)
     kw.setdefault("pages_read_total", len(pages))
-    return OfflineReasoner().reason(ReasoningInput(question, question, pages, **kw))
+    return OfflineReader().read(ReaderInput(question, question, pages, **kw))
 
 
 def test_finds_a_figure_in_a_table_row_under_the_year_column() -> None:
@@ -86,8 +86,8 @@ def test_reads_a_markdown_table_crop() -> None:
         (0, 0, 1, 1),
         text="|Region|Employees|Share|\n|---|---|---|\n|Nordic|1,240|52%|\n|Baltic|310|13%|",
     )
-    fb = OfflineReasoner().reason(
-        ReasoningInput(
+    fb = OfflineReader().read(
+        ReaderInput(
             "How many employees are in the Baltic region?",
             "employees Baltic region",
             [page(8, "Our people\nHeadcount by region at year end.")],
@@ -151,8 +151,8 @@ def test_combines_evidence_across_rounds_and_non_adjacent_pages() -> None:
     assert PageRef(DOC, 6) in first.useful_pages
     assert "2024" in first.missing
     assert "2024" in (first.refined_query or "")
-    second = OfflineReasoner().reason(
-        ReasoningInput(
+    second = OfflineReader().read(
+        ReaderInput(
             question,
             first.refined_query or question,
             [page(19, NOTE_2024)],
@@ -240,9 +240,9 @@ def test_final_round_quotes_evidence_instead_of_guessing_a_span() -> None:
 def test_fast_on_five_pages_of_three_thousand_characters() -> None:
     pages = [page(i, (PLANT + HIGHLIGHTS + SUSTAINABILITY) * 5) for i in range(1, 6)]
     assert all(2500 < len(p.text) < 4000 for p in pages)
-    reasoner = OfflineReasoner()
-    inp = ReasoningInput("When did the Tampere plant start production?", "q", pages)
-    best = min(_timed(reasoner, inp) for _ in range(20))  # the least disturbed run
+    reader = OfflineReader()
+    inp = ReaderInput("When did the Tampere plant start production?", "q", pages)
+    best = min(_timed(reader, inp) for _ in range(20))  # the least disturbed run
     assert best < 0.010  # CPU time of this thread (about 5 ms), so a busy machine does not count
 
 
@@ -250,9 +250,9 @@ def anchor_keys(question: str) -> list[str]:
     return [t.key for t in analyse(question).distinctive]
 
 
-def _timed(reasoner: OfflineReasoner, inp: ReasoningInput) -> float:
+def _timed(reader: OfflineReader, inp: ReaderInput) -> float:
     start = time.thread_time()
-    reasoner.reason(inp)
+    reader.read(inp)
     return time.thread_time() - start
 
 
@@ -281,10 +281,10 @@ def test_never_answers_without_evidence_and_only_labels_shown_pages(
     question: str, bodies: list[str], final: bool, read: int
 ) -> None:
     pages = [page(i + 1, body) for i, body in enumerate(bodies)]
-    inp = ReasoningInput(
+    inp = ReaderInput(
         question, question, pages, final_round=final, pages_read_total=read, pages_in_scope=30
     )
-    fb = OfflineReasoner().reason(inp)
+    fb = OfflineReader().read(inp)
     shown = {p.ref for p in pages}
     assert set(fb.useful_pages) <= shown and set(fb.irrelevant_pages) <= shown
     assert not set(fb.useful_pages) & set(fb.irrelevant_pages)
@@ -303,4 +303,4 @@ def test_never_answers_without_evidence_and_only_labels_shown_pages(
         assert any(k not in page_keys for k in anchor_keys(question))
     if fb.status == "need_more":
         assert fb.refined_query and fb.refined_query.lower() != question.lower()
-    assert OfflineReasoner().reason(inp) == fb  # deterministic
+    assert OfflineReader().read(inp) == fb  # deterministic

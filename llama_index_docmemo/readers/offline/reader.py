@@ -31,15 +31,15 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from llama_index_docmemo.reasoning.base import (
+from llama_index_docmemo.readers.base import (
     EvidenceNote,
     Feedback,
     PageView,
-    Reasoner,
-    ReasoningInput,
+    Reader,
+    ReaderInput,
     Status,
 )
-from llama_index_docmemo.reasoning.offline.passages import (
+from llama_index_docmemo.readers.offline.passages import (
     IRRELEVANT,
     NUMERIC_CELL,
     USEFUL,
@@ -52,7 +52,7 @@ from llama_index_docmemo.reasoning.offline.passages import (
     page_units,
     unit_score,
 )
-from llama_index_docmemo.reasoning.offline.question import YEAR, Question, Term, analyse, positions
+from llama_index_docmemo.readers.offline.question import YEAR, Question, Term, analyse, positions
 from llama_index_docmemo.text import key_of, keys, tokens
 from llama_index_docmemo.types import PageRef
 
@@ -62,8 +62,8 @@ _NOTES_PER_PAGE = 2
 _REFINED_WORDS = 6
 
 
-class OfflineReasoner(Reasoner):
-    """Labels pages and finds answers from page text alone (the embedded default reasoner).
+class OfflineReader(Reader):
+    """Labels pages and finds answers from page text alone (the embedded default reader).
 
     Pages are split into sentences and table rows; each is scored by weighted coverage of the
     question's key terms (years, numbers and names weigh more; generic words little) with a bonus
@@ -82,7 +82,7 @@ class OfflineReasoner(Reasoner):
             raise ValueError(f"absent_share must be in (0, 1], got {absent_share}")
         self.absent_share = absent_share
 
-    def reason(self, inp: ReasoningInput) -> Feedback:
+    def read(self, inp: ReaderInput) -> Feedback:
         q = analyse(inp.question)
         shown = {p.ref: p for p in inp.pages}
         units = {ref: page_units(ref, text) for ref, text in _page_texts(inp, shown).items()}
@@ -156,7 +156,7 @@ class OfflineReasoner(Reasoner):
         return no_answer_text(None, [(u.page, u.fact()) for u in passages])
 
 
-def _page_texts(inp: ReasoningInput, shown: dict[PageRef, PageView]) -> dict[PageRef, str]:
+def _page_texts(inp: ReaderInput, shown: dict[PageRef, PageView]) -> dict[PageRef, str]:
     """Each shown page's text with the text of its crops appended."""
     texts = {ref: view.text for ref, view in shown.items()}
     for crop in inp.crops:
@@ -238,7 +238,7 @@ def _missing(
     return [t.surface for t in missing]
 
 
-def _refine(q: Question, missing: list[str], inp: ReasoningInput) -> str:
+def _refine(q: Question, missing: list[str], inp: ReaderInput) -> str:
     """Missing terms first, then the anchors (or top words) that keep the query on topic."""
     words = list(dict.fromkeys(missing))
     anchors = [t.surface for t in q.terms if t.kind in ("entity", "number")]
@@ -425,7 +425,7 @@ EXPLORED_SHARE = 0.5
 MIN_PAGE_WORDS = 60
 
 
-def explored(inp: ReasoningInput) -> bool:
+def explored(inp: ReaderInput) -> bool:
     """Whether the loop is on its final round or has read at least half the pages in scope."""
     if inp.final_round:
         return True
@@ -440,7 +440,7 @@ def absent_anchors(q: Question, seen: frozenset[str]) -> list[Term]:
 
 def strongly_unanswerable(
     q: Question,
-    inp: ReasoningInput,
+    inp: ReaderInput,
     seen: frozenset[str],
     found_evidence: bool,
     absent_share: float,

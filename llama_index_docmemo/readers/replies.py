@@ -21,7 +21,7 @@ from llama_index_docmemo.llms.exchange import (
     Text,
     clip,
 )
-from llama_index_docmemo.reasoning.base import EvidenceNote, Feedback
+from llama_index_docmemo.readers.base import EvidenceNote, Feedback
 from llama_index_docmemo.types import PageRef
 
 
@@ -75,7 +75,7 @@ def sanitize_feedback(
     read: Collection[PageRef],
     max_labels: int,
 ) -> tuple[Feedback, int]:
-    """A copy of any reasoner's ``feedback`` that names only shown pages (labels) and read pages
+    """A copy of any reader's ``feedback`` that names only shown pages (labels) and read pages
     (notes): feedback may echo instructions hidden in document text.
 
     Labels follow :func:`exclusive_labels`; at most ``max_labels`` survive per kind, which

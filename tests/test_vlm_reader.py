@@ -1,4 +1,4 @@
-"""VLMReasoner, LLMReranker and VLMPageSummarizer over scripted in-process LlamaIndex chat LLMs:
+"""VLMReader, LLMReranker and VLMPageSummarizer over scripted in-process LlamaIndex chat LLMs:
 one without a native structured form (schema in the prompt, one repair) and one with (the reply
 model goes to its ``structured_predict``, no repair)."""
 
@@ -16,8 +16,8 @@ from llama_index_docmemo.ingest.summaries import VLMPageSummarizer
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.nodes import node_ref, page_node
 from llama_index_docmemo.postprocessors.rerank import LLMReranker, RoundQueryBundle
-from llama_index_docmemo.reasoning.base import CropView, PageView, ReasoningInput
-from llama_index_docmemo.reasoning.vlm import VLMReasoner
+from llama_index_docmemo.readers.base import CropView, PageView, ReaderInput
+from llama_index_docmemo.readers.vlm import VLMReader
 from llama_index_docmemo.types import PageInput, PageRecord, PageRef
 
 
@@ -43,8 +43,8 @@ def view(n: int, image: bool = True) -> PageView:
     return PageView(ref=PageRef("r.pdf", n), text=f"page {n} text", load_image=loader)
 
 
-def round_input(n_pages: int = 2, **kw) -> ReasoningInput:
-    return ReasoningInput(
+def round_input(n_pages: int = 2, **kw) -> ReaderInput:
+    return ReaderInput(
         question="revenue?", query="revenue", pages=[view(10 + i) for i in range(n_pages)], **kw
     )
 
@@ -52,7 +52,7 @@ def round_input(n_pages: int = 2, **kw) -> ReasoningInput:
 def test_one_round_maps_feedback_and_counts_one_call() -> None:
     llm = ScriptedLLM([good()])
     with counting_llm_calls() as tally:
-        fb = VLMReasoner(llm, images=True).reason(round_input())
+        fb = VLMReader(llm, images=True).read(round_input())
     assert fb.useful_pages == [PageRef("r.pdf", 10)] and fb.irrelevant_pages == [
         PageRef("r.pdf", 11)
     ]
@@ -63,7 +63,7 @@ def test_one_round_maps_feedback_and_counts_one_call() -> None:
 
 def test_an_llm_with_a_native_form_gets_the_reply_model_and_no_schema_in_the_prompt() -> None:
     llm = NativeScriptedLLM(replies=[good()])
-    fb = VLMReasoner(llm, images=True).reason(round_input())
+    fb = VLMReader(llm, images=True).read(round_input())
     messages, kwargs = llm.calls[0]
     assert kwargs == {"schema_of": "FeedbackReply"}
     assert "JSON schema" not in messages[0].content and len(llm.images(0)) == 2
@@ -73,14 +73,14 @@ def test_an_llm_with_a_native_form_gets_the_reply_model_and_no_schema_in_the_pro
 def test_a_native_reply_that_does_not_validate_is_not_repaired() -> None:
     llm = NativeScriptedLLM(replies=["not json", good()])
     with counting_llm_calls() as tally:
-        fb = VLMReasoner(llm).reason(round_input())
+        fb = VLMReader(llm).read(round_input())
     assert fb.status == "need_more" and fb.useful_pages == [] and tally.calls == 1
 
 
 def test_malformed_reply_is_repaired_once_without_images() -> None:
     llm = ScriptedLLM(["Sure! The answer is $5M.", good()])
     with counting_llm_calls() as tally:
-        fb = VLMReasoner(llm, images=True).reason(round_input())
+        fb = VLMReader(llm, images=True).read(round_input())
     assert fb.answer == "$5M" and tally.calls == 2
     repair_text = llm.calls[1][0][-1].content
     assert "no JSON object" in repair_text and "The answer is $5M" in repair_text
@@ -90,7 +90,7 @@ def test_malformed_reply_is_repaired_once_without_images() -> None:
 def test_malformed_twice_is_a_round_without_feedback() -> None:
     llm = ScriptedLLM(["nope", '{"useful_pages": "all"}'])
     with counting_llm_calls() as tally:
-        fb = VLMReasoner(llm).reason(round_input())
+        fb = VLMReader(llm).read(round_input())
     assert fb.status == "need_more" and tally.calls == 2
     assert fb.useful_pages == [] and fb.answer is None
 
@@ -103,7 +103,7 @@ def test_images_stay_within_the_llm_cap_pages_first() -> None:
         bbox=(0, 0, 1, 1),
         load_image=lambda: Image.new("RGB", (50, 50)),
     )
-    VLMReasoner(llm, images=True).reason(round_input(5, crops=[crop]))
+    VLMReader(llm, images=True).read(round_input(5, crops=[crop]))
     images = llm.images(0)
     assert len(images) == 3 and all(
         Image.open(b.resolve_image()).size == (300, 400) for b in images
@@ -117,27 +117,27 @@ def test_a_page_image_that_fails_to_load_is_sent_as_text() -> None:
     inp = round_input(1)
     inp.pages[0].load_image = broken
     llm = ScriptedLLM([good()])
-    VLMReasoner(llm, images=True).reason(inp)
+    VLMReader(llm, images=True).read(inp)
     assert llm.images(0) == [] and "no image of this page" in llm.calls[0][0][-1].content
 
 
 def test_text_only_mode_sends_no_images() -> None:
     llm = ScriptedLLM([good()])
-    VLMReasoner(llm, images=False).reason(round_input())
+    VLMReader(llm, images=False).read(round_input())
     assert llm.images(0) == []
     assert isinstance(llm.calls[0][0][-1].content, str)  # text blocks join: plain string content
 
 
 def test_no_pages_means_no_request() -> None:
     llm = ScriptedLLM([])
-    fb = VLMReasoner(llm).reason(ReasoningInput(question="q", query="q", pages=[]))
+    fb = VLMReader(llm).read(ReaderInput(question="q", query="q", pages=[]))
     assert fb.status == "need_more" and llm.calls == []
 
 
-async def test_areason_uses_achat() -> None:
+async def test_aread_uses_achat() -> None:
     llm = ScriptedLLM(["{bad", good(useful_pages=[2], irrelevant_pages=[])])
     with counting_llm_calls() as tally:
-        fb = await VLMReasoner(llm).areason(round_input())
+        fb = await VLMReader(llm).aread(round_input())
     assert fb.useful_pages == [PageRef("r.pdf", 11)] and tally.calls == 2
 
 
@@ -232,8 +232,8 @@ def test_a_page_with_one_table_crop_and_full_text_sends_the_crop_instead() -> No
         (0, 0, 1, 1),
         load_image=lambda: image().crop((0, 0, 800, 300)),
     )
-    reader = VLMReasoner(ScriptedLLM([]), images=True)
-    inp = ReasoningInput(question="q", query="q", pages=views, crops=[crop])
+    reader = VLMReader(ScriptedLLM([]), images=True)
+    inp = ReaderInput(question="q", query="q", pages=views, crops=[crop])
     messages = run_steps(reader.build(inp, True))
     images = [b for b in messages[1].blocks if isinstance(b, ImageBlock)]
     assert len(images) == 2  # page 1, and page 2's crop in place of page 2

@@ -1,4 +1,4 @@
-"""The reasoner contract: read the selected pages (and crops) with the memories, return Feedback."""
+"""The reader contract: read the selected pages (and crops) with the memories, return Feedback."""
 
 from __future__ import annotations
 
@@ -16,15 +16,15 @@ __all__ = [
     "EvidenceNote",
     "Feedback",
     "PageView",
-    "Reasoner",
-    "ReasoningInput",
+    "Reader",
+    "ReaderInput",
     "Status",
 ]
 
 
 @dataclass
 class CropView:
-    """A table/figure crop of a page shown to the reasoner (adaptive granularity);
+    """A table/figure crop of a page shown to the reader (adaptive granularity);
     ``load_image`` gives a PIL image or a PNG file."""
 
     page: PageRef
@@ -36,7 +36,7 @@ class CropView:
 
 @dataclass
 class PageView:
-    """A page as the reasoner sees it: text, section, summary, and its image: a cached file
+    """A page as the reader sees it: text, section, summary, and its image: a cached file
     (``image``, rendered once per version and page) or ``load_image`` (a PIL image or a PNG
     file on demand)."""
 
@@ -53,8 +53,8 @@ class PageView:
 
 
 @dataclass
-class ReasoningInput:
-    """Everything one round shows the reasoner.
+class ReaderInput:
+    """Everything one round shows the reader.
 
     Args:
         question: the user's original question.
@@ -82,28 +82,28 @@ class ReasoningInput:
     pages_in_scope: int = 0
 
 
-class Reasoner(ABC):
+class Reader(ABC):
     """Reads pages and labels them; implementations: the LLM reader, offline (text rules),
     simulated (evaluation).
 
     :meth:`read` is the reading as steps (``step_runtime.py``), which the loop runs with sync or async
-    I/O; by default it runs :meth:`reason` (a reader without I/O of its own) off the event
-    loop. A reader that talks to a model overrides :meth:`read` and runs it from :meth:`reason`.
+    I/O; by default it runs :meth:`read` (a reader without I/O of its own) off the event
+    loop. A reader that talks to a model overrides :meth:`read` and runs it from :meth:`read`.
     """
 
-    name: str = "reasoner"
+    name: str = "reader"
 
     @abstractmethod
-    def reason(self, inp: ReasoningInput) -> Feedback:
+    def read(self, inp: ReaderInput) -> Feedback:
         """One reading round."""
 
-    def read(self, inp: ReasoningInput) -> Steps[Feedback]:
+    def read_steps(self, inp: ReaderInput) -> Steps[Feedback]:
         """One reading round as steps."""
-        return (yield offload(self.reason, inp))
+        return (yield offload(self.read, inp))
 
-    async def areason(self, inp: ReasoningInput) -> Feedback:
-        """Async :meth:`reason` (the event loop is never blocked)."""
-        return await arun(self.read(inp))
+    async def aread(self, inp: ReaderInput) -> Feedback:
+        """Async :meth:`read` (the event loop is never blocked)."""
+        return await arun(self.read_steps(inp))
 
     def synthesize(self, question: str, evidence: list[EvidenceNote], draft: str | None) -> str:
         """Final answer from what was found when the loop ran out of rounds."""

@@ -16,7 +16,7 @@ from llama_index.core.prompts import PromptTemplate
 
 from llama_index_docmemo.llms.context import fenced
 from llama_index_docmemo.llms.exchange import ImageSlot, Part, clip, clip_lines
-from llama_index_docmemo.reasoning.base import CropView, EvidenceNote, PageView, ReasoningInput
+from llama_index_docmemo.readers.base import CropView, EvidenceNote, PageView, ReaderInput
 from llama_index_docmemo.types import PageRef
 
 if TYPE_CHECKING:
@@ -135,7 +135,7 @@ def _evidence_lines(evidence: Sequence[EvidenceNote], limit: int, fact_chars: in
 
 
 def reading_prompt(
-    inp: ReasoningInput,
+    inp: ReaderInput,
     page_images: set[int],
     crop_images: set[int],
     *,
