@@ -41,8 +41,7 @@ from llama_index_docmemo.llms.servers import ServerFacts, ServerMemory
 from llama_index_docmemo.memory.schema import DocumentSchema
 from llama_index_docmemo.nodes import node_ref, page_node
 from llama_index_docmemo.postprocessors.rerank import LLMReranker, RoundQueryBundle
-from llama_index_docmemo.readers.base import PageView, ReaderInput
-from llama_index_docmemo.readers.replies import FeedbackReply
+from llama_index_docmemo.readers.base import FeedbackReply, PageView, ReaderInput
 from llama_index_docmemo.readers.vlm import VLMReader
 from llama_index_docmemo.types import PageInput, PageRecord, PageRef
 

@@ -59,9 +59,8 @@ from llama_index_docmemo.loop import (
 )
 from llama_index_docmemo.nodes import is_page, node_ref
 from llama_index_docmemo.paths import default_cache_dir
-from llama_index_docmemo.readers.base import PageView, Reader, ReaderInput
+from llama_index_docmemo.readers.base import PageView, Reader, ReaderInput, sanitize_feedback
 from llama_index_docmemo.readers.prompts import ANSWER_PROMPT, evidence_text
-from llama_index_docmemo.readers.replies import sanitize_feedback
 from llama_index_docmemo.retriever import DocMemoRetriever, ScopeLike
 from llama_index_docmemo.types import Feedback
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from llama_index_docmemo.memory.episodic import EpisodicMemory
-from llama_index_docmemo.readers.base import EvidenceNote, Feedback
-from llama_index_docmemo.readers.replies import sanitize_feedback
+from llama_index_docmemo.readers.base import EvidenceNote, Feedback, sanitize_feedback
 from llama_index_docmemo.types import PageRef
 
 A1, A2, A3, A9 = (PageRef("a", p) for p in (1, 2, 3, 9))

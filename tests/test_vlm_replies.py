@@ -14,7 +14,7 @@ from llama_index_docmemo.llms.structured import (
     reply_schema,
     validate_reply,
 )
-from llama_index_docmemo.readers.replies import (
+from llama_index_docmemo.readers.base import (
     FeedbackReply,
     RerankReply,
     feedback_of,

@@ -5,7 +5,7 @@ The neutral place the reader (``readers/``), the page reranker (``postprocessors
 indexer's page summaries (``ingest/summaries.py``) share, so that none imports another: the
 request's parts (text and :class:`ImageSlot`, :func:`to_messages`), the prompts mixin, the
 lenient reply types (:data:`LocalNumber`, :data:`Text`, :class:`ReplyModel`, :class:`ReplyLimits`)
-and the exchange itself. Each caller asks for its own reply model (``readers/replies.py``,
+and the exchange itself. Each caller asks for its own reply model (``readers/base.py``,
 ``ingest/summaries.py``) the same way:
 
 1. the request is built (page images loaded: I/O) and fitted to the model's context window;

@@ -40,7 +40,7 @@ from llama_index_docmemo.memory.belief import (
 from llama_index_docmemo.memory.documents import DocumentBeliefMemory
 from llama_index_docmemo.memory.episodic import EpisodicMemory
 from llama_index_docmemo.memory.schema import SchemaMemory
-from llama_index_docmemo.readers.replies import sanitize_feedback
+from llama_index_docmemo.readers.base import sanitize_feedback
 from llama_index_docmemo.store.scope import PageFilter
 from llama_index_docmemo.trace import DocumentBelief, PageScore
 

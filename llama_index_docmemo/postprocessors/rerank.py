@@ -30,13 +30,12 @@ from llama_index_docmemo.llms.vision import ImagesSetting, decide_images
 from llama_index_docmemo.nodes import node_ref
 from llama_index_docmemo.page_images import PageImage
 from llama_index_docmemo.paths import default_cache_dir
-from llama_index_docmemo.readers.base import PageView
+from llama_index_docmemo.readers.base import PageView, RerankReply, picks_of
 from llama_index_docmemo.readers.prompts import (
     RERANK_REPLY_PROMPT,
     RERANK_SYSTEM_PROMPT,
     rerank_prompt,
 )
-from llama_index_docmemo.readers.replies import RerankReply, picks_of
 from llama_index_docmemo.readers.vlm import page_loaders_for
 from llama_index_docmemo.step_runtime import Steps, arun, offload, run
 from llama_index_docmemo.types import EvidenceNote, PageRef

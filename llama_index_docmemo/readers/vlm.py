@@ -23,7 +23,14 @@ from llama_index_docmemo.llms.images import max_images as llm_max_images
 from llama_index_docmemo.llms.servers import ServerMemory, memory_for
 from llama_index_docmemo.llms.vision import ImageChoice, ImagesSetting, decide_images
 from llama_index_docmemo.page_images import page_image_files
-from llama_index_docmemo.readers.base import Feedback, PageView, Reader, ReaderInput
+from llama_index_docmemo.readers.base import (
+    Feedback,
+    FeedbackReply,
+    PageView,
+    Reader,
+    ReaderInput,
+    feedback_of,
+)
 from llama_index_docmemo.readers.prompts import (
     READER_REPLY_PROMPT,
     READER_SYSTEM_PROMPT,
@@ -32,7 +39,6 @@ from llama_index_docmemo.readers.prompts import (
     plan_images,
     reading_prompt,
 )
-from llama_index_docmemo.readers.replies import FeedbackReply, feedback_of
 from llama_index_docmemo.step_runtime import Steps, offload, run
 
 if TYPE_CHECKING:
