@@ -36,7 +36,7 @@ from llama_index_docmemo.evaluation.baselines import NO_BUDGET
 from llama_index_docmemo.evaluation.configs import EngineConfigs
 from llama_index_docmemo.evaluation.datasets import QAItem, load_dataset
 from llama_index_docmemo.evaluation.metrics import QuestionRun
-from llama_index_docmemo.evaluation.runner import RESULTS, SETTINGS, load_runs
+from llama_index_docmemo.evaluation.runner import RESULTS, SETTINGS, load_runs, read_settings
 from llama_index_docmemo.evaluation.stats import bootstrap_ci
 from llama_index_docmemo.evaluation.stopping import DEFAULT_P_EARLY, DEFAULT_P_MISS, StopRule
 from llama_index_docmemo.loop.state import RoundOutcome, stop_reason
@@ -169,7 +169,7 @@ def read_run(folder: Path, engine: str) -> tuple[dict[str, Any], Runs]:
     settings_path = folder / SETTINGS
     if not settings_path.is_file():
         raise SystemExit(f"{settings_path}: not found (give a `docmemo eval` output folder)")
-    settings = json.loads(settings_path.read_text())
+    settings = read_settings(settings_path)
     runs: Runs = {}
     for seed_dir in sorted(folder.glob("seed-*")):
         seed = int(seed_dir.name.removeprefix("seed-"))

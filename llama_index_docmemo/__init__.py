@@ -6,6 +6,8 @@ backends (torch for ColQwen, MinerU) are only imported when used.
 
 from __future__ import annotations
 
+from importlib import import_module
+
 from llama_index_docmemo.lazy import lazy_exports
 
 __version__ = "0.2.0"
@@ -78,4 +80,11 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+_exported, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+
+
+def __getattr__(name: str) -> object:
+    reasoning = import_module(f"{__name__}.reasoning")  # the deprecated 0.2 names of the readers
+    if name in reasoning.RENAMED:
+        return reasoning.moved(name, stacklevel=2)  # warns on each use, never cached
+    return _exported(name)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+import warnings
 from collections.abc import AsyncGenerator, Generator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -125,6 +126,22 @@ def check_engine_arguments(kwargs: dict[str, Any]) -> None:
     )
 
 
+def renamed_reader(reader: Reader | None, kwargs: dict[str, Any]) -> Reader | None:
+    """``reader``, or the reader passed under its 0.2 name ``reasoner=`` (popped from ``kwargs``,
+    with a DeprecationWarning; the name goes in 0.4.0); both at once are a TypeError."""
+    if "reasoner" not in kwargs:
+        return reader
+    old = kwargs.pop("reasoner")
+    if reader is not None:
+        raise TypeError("give reader= or its deprecated 0.2 name reasoner=, not both")
+    warnings.warn(
+        "reasoner= is deprecated: pass reader= (the 0.2 name goes in 0.4.0)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return old
+
+
 def _with_top_k(config: DocMemoConfig, similarity_top_k: int | None) -> DocMemoConfig:
     """``config`` reading ``similarity_top_k`` pages a round, or a ValueError naming it."""
     if similarity_top_k is None:
@@ -164,7 +181,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
     def __init__(
         self,
         retriever: DocMemoRetriever,
-        reader: Reader,
+        reader: Reader | None = None,
         crop_postprocessor: BaseNodePostprocessor | None = None,
         llm: LLM | None = None,
         streaming: bool = False,
@@ -172,7 +189,14 @@ class DocMemoQueryEngine(BaseQueryEngine):
         cache_dir: str | Path | None = None,
         callback_manager: CallbackManager | None = None,
         answer_prompt: BasePromptTemplate | None = None,
+        **renamed: Any,
     ) -> None:
+        reader = renamed_reader(reader, renamed)
+        if renamed or reader is None:
+            raise TypeError(
+                f"DocMemoQueryEngine() takes a reader, not {', '.join(renamed) or 'None'} "
+                "(build one with DocMemoQueryEngine.from_defaults)"
+            )
         super().__init__(callback_manager=callback_manager or retriever.callback_manager)
         self.retriever = retriever
         self.llm = llm
@@ -197,6 +221,16 @@ class DocMemoQueryEngine(BaseQueryEngine):
     def reader(self) -> Reader:
         assert self.runner.reader is not None
         return self.runner.reader
+
+    @property
+    def reasoner(self) -> Reader:
+        """Deprecated: :attr:`reader` (its 0.2 name; it goes in 0.4.0)."""
+        warnings.warn(
+            "DocMemoQueryEngine.reasoner is deprecated: use .reader (the 0.2 name goes in 0.4.0)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.reader
 
     @property
     def crop_postprocessor(self) -> BaseNodePostprocessor | None:
@@ -255,6 +289,7 @@ class DocMemoQueryEngine(BaseQueryEngine):
         writes the answer: there is no synthesizer over chunks to choose); any other argument
         is refused by name (:func:`check_engine_arguments`).
         """
+        reader = renamed_reader(reader, kwargs)
         check_engine_arguments(kwargs)
         if str(getattr(response_mode, "value", response_mode)) != ResponseMode.COMPACT.value:
             raise ValueError(

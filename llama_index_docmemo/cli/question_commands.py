@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 def register(sub: Any) -> None:
     """Add the three commands to the ``docmemo`` sub-parsers."""
-    p = sub.add_parser("search", help="top pages for a query (one round, no reasoning)")
+    p = sub.add_parser("search", help="top pages for a query (one round, nothing read)")
     p.add_argument("query")
     options.add_store_args(p)
     options.add_scope_args(p)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,6 +74,20 @@ def _probability(text: str) -> float:
     return value
 
 
+class _OldReaderFlag(argparse.Action):
+    """``--reasoner``, the 0.2 name of ``--reader`` (hidden; it goes in 0.4.0): sets ``reader``
+    and says so on stderr."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, value: Any, *_: Any
+    ) -> None:
+        print(
+            "docmemo eval: --reasoner is deprecated, use --reader (the 0.2 name goes in 0.4.0)",
+            file=sys.stderr,
+        )
+        setattr(namespace, self.dest, value)
+
+
 def eval_parser() -> argparse.ArgumentParser:
     """The parser of ``docmemo eval``."""
     p = argparse.ArgumentParser(
@@ -101,7 +116,16 @@ def eval_parser() -> argparse.ArgumentParser:
         "(every dataset document indexed, both halves; the question names no document). "
         "Every engine gets the same scope; gold stays (document, page)",
     )
-    p.add_argument("--reader", choices=("simulated", "offline", "vlm"), default="offline")
+    readers = ("simulated", "offline", "vlm")
+    p.add_argument("--reader", choices=readers, default="offline")
+    p.add_argument(
+        "--reasoner",
+        choices=readers,
+        dest="reader",
+        default=argparse.SUPPRESS,
+        help=argparse.SUPPRESS,
+        action=_OldReaderFlag,
+    )
     p.add_argument("--out", required=True, type=Path, help="output folder (results, report, plots)")
     p.add_argument("--limit", type=int, default=None, help="first N questions only")
     p.add_argument(

@@ -68,11 +68,19 @@ def load_runs(path: Path) -> list[QuestionRun]:
     return runs
 
 
+def read_settings(path: Path) -> dict[str, Any]:
+    """A ``run.json``; one written by 0.2 names its reader ``reasoner``, read as ``reader``."""
+    settings = json.loads(path.read_text(encoding="utf-8"))
+    if "reasoner" in settings:
+        settings.setdefault("reader", settings.pop("reasoner"))
+    return settings
+
+
 def check_settings(out_dir: Path, settings: Mapping[str, Any]) -> None:
     """Write ``run.json``, or refuse to resume a folder filled under other settings."""
     path = out_dir / SETTINGS
     if path.is_file():
-        previous = json.loads(path.read_text(encoding="utf-8"))
+        previous = read_settings(path)
         changed = sorted(k for k in settings if k in previous and previous[k] != settings[k])
         if changed:
             raise DocMemoError(
