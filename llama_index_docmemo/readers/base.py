@@ -127,8 +127,9 @@ def _old_name(old: str, method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class Reader(ABC):
-    """Reads pages and labels them; implementations: the LLM reader, offline (text rules),
-    simulated (evaluation).
+    """Reads the pages a round selects and labels them (DocMemo's reader; LlamaIndex's readers,
+    such as ``SimpleDirectoryReader``, load files); implementations: the LLM reader, offline (text
+    rules), simulated (evaluation).
 
     :meth:`read` reads one round, :meth:`aread` is its async twin. :meth:`read_steps` is the
     reading as steps (``step_runtime.py``), which the loop runs with sync or async I/O; by default
