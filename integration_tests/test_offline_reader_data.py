@@ -19,7 +19,7 @@ import pytest
 from llama_index_docmemo.evaluation.metrics import answer_correct
 from llama_index_docmemo.readers.base import PageView, ReaderInput
 from llama_index_docmemo.readers.offline import OfflineReader
-from llama_index_docmemo.readers.offline.question import analyse
+from llama_index_docmemo.readers.offline.scoring import analyse
 from llama_index_docmemo.text import keys
 from llama_index_docmemo.types import PageRef
 

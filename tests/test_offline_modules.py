@@ -8,17 +8,6 @@ from hypothesis import strategies as st
 
 from llama_index_docmemo.readers.base import PageView, ReaderInput
 from llama_index_docmemo.readers.offline import OfflineReader
-from llama_index_docmemo.readers.offline.passages import (
-    Unit,
-    best_passages,
-    evaluate,
-    label,
-    no_answer_text,
-    page_units,
-    table_rows,
-    unit_score,
-)
-from llama_index_docmemo.readers.offline.question import analyse, answer_type
 from llama_index_docmemo.readers.offline.reader import (
     column_value,
     difference,
@@ -27,6 +16,18 @@ from llama_index_docmemo.readers.offline.reader import (
     numbers,
     strongly_unanswerable,
     with_scale,
+)
+from llama_index_docmemo.readers.offline.scoring import (
+    Unit,
+    analyse,
+    answer_type,
+    best_passages,
+    evaluate,
+    label,
+    no_answer_text,
+    page_units,
+    table_rows,
+    unit_score,
 )
 from llama_index_docmemo.text import keys
 from llama_index_docmemo.types import PageRef

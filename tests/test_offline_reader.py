@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from llama_index_docmemo.readers.base import CropView, EvidenceNote, PageView, ReaderInput
 from llama_index_docmemo.readers.offline import OfflineReader
-from llama_index_docmemo.readers.offline.question import analyse
+from llama_index_docmemo.readers.offline.scoring import analyse
 from llama_index_docmemo.text import keys
 from llama_index_docmemo.types import PageRef
 

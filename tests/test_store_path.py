@@ -3,9 +3,9 @@
 rounds, the levers' round, the steps runtime, the store's reads, the embedded backend, and the
 types of the hits it returns: seven, for a round's search and for the document stage's searches
 alike (they are the rounds' I/O, asked from ``loop/query.py``; ``loop/state.py`` holds the
-document layer's rules). The whole query runs at most 37
-package files (47 before the store's record modules, the citations' and the runtime's were
-folded, issue 44), the store's search at most 8 helpers."""
+document layer's rules). The whole query runs at most 35 package files (47 before the folds of
+issue 44: the store's record modules, the citations', the runtime's, the document layer's, the
+reader's), the store's search at most 8 helpers."""
 
 from __future__ import annotations
 
@@ -30,5 +30,5 @@ def test_a_search_reaches_the_store_and_back_through_at_most_seven_files() -> No
     assert len(path) <= 7, path
     assert path == PATH  # the loop's suspended steps were followed to the backend, not cut
     assert set(path) <= set(counts["query"])
-    assert len(counts["query"]) <= 37, counts["query"]
+    assert len(counts["query"]) <= 35, counts["query"]
     assert len(counts["store helpers"]) <= 8, counts["store helpers"]

@@ -23,7 +23,7 @@ A question is called unanswerable only when all of these hold:
    document does not hold it.
 
 Otherwise the reader says it found no answer and shows the passages that match the question
-best (:mod:`.passages`).
+best (:mod:`.scoring`).
 """
 
 from __future__ import annotations
@@ -39,20 +39,24 @@ from llama_index_docmemo.readers.base import (
     ReaderInput,
     Status,
 )
-from llama_index_docmemo.readers.offline.passages import (
+from llama_index_docmemo.readers.offline.scoring import (
     IRRELEVANT,
     NUMERIC_CELL,
     USEFUL,
+    YEAR,
     PageEval,
+    Question,
+    Term,
     Unit,
+    analyse,
     best_passages,
     evaluate,
     label,
     no_answer_text,
     page_units,
+    positions,
     unit_score,
 )
-from llama_index_docmemo.readers.offline.question import YEAR, Question, Term, analyse, positions
 from llama_index_docmemo.text import key_of, keys, tokens
 from llama_index_docmemo.types import PageRef
 
