@@ -1,4 +1,5 @@
-"""Test doubles of the encoder, reader and LLM contracts (engine unit tests; the stores are\nreal: ``stores_docmemo.py``)."""
+"""Test doubles of the encoder, reader and LLM contracts (engine unit tests; the stores are
+real: ``stores_docmemo.py``)."""
 
 from __future__ import annotations
 
