@@ -117,13 +117,14 @@ def naming_groups(question: str) -> list[frozenset[str]]:
             _SENTENCE_END.search(question[: m.start()])
         )
         digits, letters = any(c.isdigit() for c in word), any(c.isalpha() for c in word)
+        if digits and not letters and not _YEAR.fullmatch(word):
+            continue  # a number, not a year
+        capital = word[0].isupper() and (not initial or (len(word) > 1 and word.isupper()))
+        if not digits and not capital:
+            continue  # a word of what is asked
         group = naming_keys(word)
         if digits and letters:
             group = {k for k in group if k.startswith("w:") or _YEAR.fullmatch(k)}
-        elif digits:
-            group = group if _YEAR.fullmatch(word) else set()
-        elif not (word[0].isupper() and (not initial or (len(word) > 1 and word.isupper()))):
-            group = set()
         if group:
             out.setdefault(frozenset(group), None)
     return list(out)
